@@ -1,0 +1,37 @@
+package audit
+
+import (
+	"net/url"
+	"regexp"
+)
+
+// RedactURL returns u without userinfo, query string and fragment: signed
+// URLs carry their credential in the query, and that never goes into a log.
+func RedactURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return c.String()
+}
+
+// RedactPath returns the path of a request target without query or fragment.
+func RedactPath(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := url.URL{Path: u.Path, RawPath: u.RawPath}
+	return c.EscapedPath()
+}
+
+var (
+	queryInText    = regexp.MustCompile(`(https?://[^\s"'?#]*)[?#][^\s"']*`)
+	userinfoInText = regexp.MustCompile(`(https?://)[^/\s"'@]+@`)
+)
+
+// RedactText removes query strings and userinfo from URLs inside free text
+// such as error messages (net/http quotes the URL in its errors).
+func RedactText(s string) string {
+	s = userinfoInText.ReplaceAllString(s, "$1")
+	return queryInText.ReplaceAllString(s, "$1")
+}

@@ -1,0 +1,60 @@
+package policy
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Group, Version and Kind of the EgressPolicy document, in files and as a
+// Kubernetes custom resource.
+const (
+	Group      = "egressd.dev"
+	Version    = "v1alpha1"
+	Kind       = "EgressPolicy"
+	APIVersion = Group + "/" + Version
+)
+
+// EgressPolicy is one allow-list document. The same type is read from YAML
+// files and from the EgressPolicy custom resource: one source of truth.
+type EgressPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EgressPolicySpec   `json:"spec"`
+	Status EgressPolicyStatus `json:"status,omitempty"`
+}
+
+// EgressPolicySpec selects pods and lists what they may reach.
+type EgressPolicySpec struct {
+	// PodSelector is a standard LabelSelector; {} selects every pod of the
+	// namespace.
+	PodSelector metav1.LabelSelector `json:"podSelector"`
+	// ServiceAccountNames, when non-empty, further requires the pod's
+	// service account to be one of them.
+	ServiceAccountNames []string `json:"serviceAccountNames,omitempty"`
+	// Egress rules; additive, allow-only.
+	Egress []EgressRule `json:"egress"`
+}
+
+// EgressRule allows a set of host patterns on a set of ports.
+type EgressRule struct {
+	Hosts []string `json:"hosts"`
+	Ports []int32  `json:"ports"`
+	// CIDRs lets the rule reach non-public addresses and IP-literal
+	// destinations inside them.
+	CIDRs   []string `json:"cidrs,omitempty"`
+	Purpose string   `json:"purpose,omitempty"`
+	Owner   string   `json:"owner,omitempty"`
+}
+
+// EgressPolicyStatus is written by egressd in Kubernetes.
+type EgressPolicyStatus struct {
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Document is an EgressPolicy with where it came from, for error messages
+// ("policies/llm.yaml: document 2", "EgressPolicy llm-prod/llm-bootstrap").
+type Document struct {
+	Origin string
+	Policy EgressPolicy
+}
