@@ -33,15 +33,7 @@ func (s *Store) Replace(pods []*corev1.Pod) int {
 		if !live(p) {
 			continue
 		}
-		c := &policy.Client{
-			Namespace:      p.Namespace,
-			Pod:            p.Name,
-			ServiceAccount: p.Spec.ServiceAccountName,
-			Labels:         p.Labels,
-		}
-		if c.ServiceAccount == "" {
-			c.ServiceAccount = "default"
-		}
+		c := ClientFor(p)
 		seen := map[netip.Addr]bool{}
 		for _, pip := range podIPs(p) {
 			a, err := netip.ParseAddr(pip)
@@ -93,6 +85,21 @@ func (s *Store) Known() int {
 		return idx.known
 	}
 	return 0
+}
+
+// ClientFor returns the policy client of pod p, without an IP. A pod without
+// a service account name runs as "default".
+func ClientFor(p *corev1.Pod) *policy.Client {
+	c := &policy.Client{
+		Namespace:      p.Namespace,
+		Pod:            p.Name,
+		ServiceAccount: p.Spec.ServiceAccountName,
+		Labels:         p.Labels,
+	}
+	if c.ServiceAccount == "" {
+		c.ServiceAccount = "default"
+	}
+	return c
 }
 
 func live(p *corev1.Pod) bool {
