@@ -1,0 +1,501 @@
+// Command load measures egressd's proxy against direct connections on
+// loopback, in one run: bulk tunnel throughput, new TLS connections per
+// second, added latency (p50/p99) and memory per idle tunnel.
+//
+// The proxy runs in a child process (this binary with -role proxy) so that
+// its memory is measured alone; origins and clients run in the parent.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/certs"
+	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/proxy"
+	"github.com/egressd/egressd/resolver"
+)
+
+// Sources: clients bind to 127.0.0.2 … 127.0.0.(1+nSources), each a pod, so
+// that short connections do not run one source address out of ports.
+const nSources = 20
+
+func main() {
+	role := flag.String("role", "bench", "bench or proxy (internal)")
+	bulk := flag.Int64("bulk-bytes", 2<<30, "bytes per bulk transfer")
+	dur := flag.Duration("conn-duration", 3*time.Second, "duration of each connection-rate run")
+	workers := flag.Int("workers", 16, "concurrent connection workers")
+	idle := flag.Int("idle-tunnels", 5000, "idle tunnels for the memory figure")
+	jsonOut := flag.String("json", "", "also write the figures as JSON to this file")
+	flag.Parse()
+	raiseNoFile()
+	var err error
+	if *role == "proxy" {
+		err = runProxy()
+	} else {
+		err = runBench(*bulk, *dur, *workers, *idle, *jsonOut)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(1)
+	}
+}
+
+// raiseNoFile lifts the soft descriptor limit to the hard one: 5,000 idle
+// tunnels need 10,000 descriptors on each side.
+func raiseNoFile() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
+
+type lookup struct{}
+
+func (lookup) LookupIP(context.Context, string) (resolver.Answer, error) {
+	return resolver.Answer{Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}, TTL: 300, Cached: true}, nil
+}
+
+// runProxy is the child: a proxy on 127.0.0.1:0 whose address it prints,
+// plus a control endpoint that reports memory after a GC.
+func runProxy() error {
+	ports := strings.Split(os.Getenv("LOAD_PORTS"), ",")
+	y := "apiVersion: egressd.dev/v1alpha1\nkind: EgressPolicy\nmetadata: {name: bench, namespace: bench}\nspec:\n  podSelector: {}\n  egress:\n  - hosts: [\"bench.test\"]\n    ports: [" + strings.Join(ports, ", ") + "]\n    cidrs: [\"127.0.0.0/8\"]\n"
+	docs, err := policy.Parse("bench", []byte(y))
+	if err != nil {
+		return err
+	}
+	snap, err := policy.Compile(docs)
+	if err != nil {
+		return err
+	}
+	store := identity.NewStore()
+	var pods []*corev1.Pod
+	for i := range nSources {
+		ip := fmt.Sprintf("127.0.0.%d", 2+i)
+		pods = append(pods, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "client-" + strconv.Itoa(i)},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip},
+		})
+	}
+	store.Replace(pods)
+	m := metrics.New()
+	p, err := proxy.New(proxy.Config{
+		Policy: func() *policy.Snapshot { return snap }, Identity: store, Resolver: lookup{},
+		Guard: policy.NewGuard(policy.GuardConfig{}),
+		// Records are encoded and written as in production, to a discard
+		// sink: their cost is part of the figure.
+		Audit:   audit.New(audit.Config{Writers: []io.Writer{io.Discard}, Metrics: m}),
+		Metrics: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	ctl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go http.Serve(ctl, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runtime.GC()
+		debug.FreeOSMemory()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		json.NewEncoder(w).Encode(map[string]uint64{
+			"heap_inuse": ms.HeapInuse, "stack_inuse": ms.StackInuse, "goroutines": uint64(runtime.NumGoroutine()),
+			"rss": rss(os.Getpid()),
+		})
+	}))
+	fmt.Printf("%s %s\n", ln.Addr(), ctl.Addr())
+	return p.ServeProxy(ln)
+}
+
+// rss returns a process's resident set size in bytes.
+func rss(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+type figures struct {
+	BulkDirectMBps    float64 `json:"bulk_direct_MBps"`
+	BulkProxyMBps     float64 `json:"bulk_proxy_MBps"`
+	BulkRatio         float64 `json:"bulk_ratio"`
+	ConnDirectPerSec  float64 `json:"conn_direct_per_s"`
+	ConnProxyPerSec   float64 `json:"conn_proxy_per_s"`
+	ConnRatio         float64 `json:"conn_ratio"`
+	LatDirectP50ms    float64 `json:"latency_direct_p50_ms"`
+	LatDirectP99ms    float64 `json:"latency_direct_p99_ms"`
+	LatProxyP50ms     float64 `json:"latency_proxy_p50_ms"`
+	LatProxyP99ms     float64 `json:"latency_proxy_p99_ms"`
+	AddedP50ms        float64 `json:"added_latency_p50_ms"`
+	AddedP99ms        float64 `json:"added_latency_p99_ms"`
+	IdleTunnels       int     `json:"idle_tunnels"`
+	RSSPerTunnelKiB   float64 `json:"rss_per_idle_tunnel_KiB"`
+	GoMemPerTunnelKiB float64 `json:"heap_stack_per_idle_tunnel_KiB"`
+}
+
+func runBench(bulk int64, dur time.Duration, workers, idle int, jsonOut string) error {
+	ca, err := certs.NewCA("load")
+	if err != nil {
+		return err
+	}
+	cert, err := ca.Issue("bench.test")
+	if err != nil {
+		return err
+	}
+	bulkLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go serveBulk(bulkLn, bulk)
+	tlsLn, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		return err
+	}
+	go serveTLS(tlsLn)
+	holdLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go serveHold(holdLn)
+
+	ports := []string{port(bulkLn), port(tlsLn), port(holdLn)}
+	child := exec.Command(os.Args[0], "-role", "proxy")
+	child.Env = append(os.Environ(), "LOAD_PORTS="+strings.Join(ports, ","))
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := child.Start(); err != nil {
+		return err
+	}
+	defer child.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("proxy child: %w", err)
+	}
+	addrs := strings.Fields(line)
+	proxyAddr, ctlAddr := addrs[0], addrs[1]
+
+	var f figures
+	// Bulk: one stream, direct then proxied, best of three.
+	f.BulkDirectMBps = best(3, func() (float64, error) { return bulkRun("", bulkLn.Addr().String(), bulk) })
+	f.BulkProxyMBps = best(3, func() (float64, error) { return bulkRun(proxyAddr, "bench.test:"+port(bulkLn), bulk) })
+	f.BulkRatio = f.BulkProxyMBps / f.BulkDirectMBps
+	fmt.Printf("bulk throughput: direct %.0f MB/s, proxied %.0f MB/s, ratio %.1f%%\n", f.BulkDirectMBps, f.BulkProxyMBps, 100*f.BulkRatio)
+
+	pool := ca.CertPool()
+	dRate, _, dFail := connRun("", tlsLn.Addr().String(), pool, dur, workers)
+	pRate, _, pFail := connRun(proxyAddr, "bench.test:"+port(tlsLn), pool, dur, workers)
+	if dFail+pFail > 0 {
+		fmt.Printf("connection failures: direct %d, proxied %d\n", dFail, pFail)
+	}
+	// Latency from one sequential client, so that queueing behind other
+	// workers does not hide what the proxy adds.
+	_, dLat, _ := connRun("", tlsLn.Addr().String(), pool, dur/2, 1)
+	_, pLat, _ := connRun(proxyAddr, "bench.test:"+port(tlsLn), pool, dur/2, 1)
+	f.ConnDirectPerSec, f.ConnProxyPerSec, f.ConnRatio = dRate, pRate, pRate/dRate
+	f.LatDirectP50ms, f.LatDirectP99ms = pct(dLat, 50), pct(dLat, 99)
+	f.LatProxyP50ms, f.LatProxyP99ms = pct(pLat, 50), pct(pLat, 99)
+	f.AddedP50ms, f.AddedP99ms = f.LatProxyP50ms-f.LatDirectP50ms, f.LatProxyP99ms-f.LatDirectP99ms
+	fmt.Printf("new TLS connections/s (%d workers): direct %.0f, proxied %.0f, ratio %.1f%%\n", workers, dRate, pRate, 100*f.ConnRatio)
+	fmt.Printf("connect+handshake+first byte latency: direct p50 %.3f ms p99 %.3f ms; proxied p50 %.3f ms p99 %.3f ms; added p50 %.3f ms p99 %.3f ms\n",
+		f.LatDirectP50ms, f.LatDirectP99ms, f.LatProxyP50ms, f.LatProxyP99ms, f.AddedP50ms, f.AddedP99ms)
+
+	before, err := memOf(ctlAddr)
+	if err != nil {
+		return err
+	}
+	conns, err := openIdle(proxyAddr, "bench.test:"+port(holdLn), idle)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("after %d idle tunnels: %w", len(conns), err)
+	}
+	after, err := memOf(ctlAddr)
+	if err != nil {
+		return err
+	}
+	f.IdleTunnels = len(conns)
+	f.RSSPerTunnelKiB = float64(after["rss"]-before["rss"]) / float64(len(conns)) / 1024
+	f.GoMemPerTunnelKiB = float64(after["heap_inuse"]+after["stack_inuse"]-before["heap_inuse"]-before["stack_inuse"]) / float64(len(conns)) / 1024
+	fmt.Printf("idle tunnels: %d open, %d goroutines in the proxy; per tunnel: RSS %.1f KiB, Go heap+stacks %.1f KiB\n",
+		len(conns), after["goroutines"], f.RSSPerTunnelKiB, f.GoMemPerTunnelKiB)
+	if jsonOut != "" {
+		b, _ := json.MarshalIndent(f, "", "  ")
+		if err := os.WriteFile(jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func port(ln net.Listener) string { return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port) }
+
+func best(n int, f func() (float64, error)) float64 {
+	var b float64
+	for range n {
+		v, err := f()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			continue
+		}
+		b = max(b, v)
+	}
+	return b
+}
+
+var srcN atomic.Uint32
+
+// dial connects from the next source address, through the proxy with
+// CONNECT when proxyAddr is set.
+func dial(proxyAddr, target string) (net.Conn, error) {
+	src := net.IPv4(127, 0, 0, byte(2+srcN.Add(1)%nSources))
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}}
+	if proxyAddr == "" {
+		return d.Dial("tcp", target)
+	}
+	c, err := d.Dial("tcp", proxyAddr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	// Read the 200 byte by byte: what follows belongs to the tunnel.
+	var head []byte
+	b := make([]byte, 1)
+	for !strings.HasSuffix(string(head), "\r\n\r\n") {
+		if _, err := c.Read(b); err != nil {
+			c.Close()
+			return nil, err
+		}
+		head = append(head, b[0])
+	}
+	if !strings.HasPrefix(string(head), "HTTP/1.1 200") {
+		c.Close()
+		return nil, fmt.Errorf("CONNECT: %q", head)
+	}
+	return c, nil
+}
+
+// serveBulk sends n bytes to every connection after its first byte.
+func serveBulk(ln net.Listener, n int64) {
+	buf := make([]byte, 256<<10)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			one := make([]byte, 1)
+			if _, err := c.Read(one); err != nil {
+				return
+			}
+			for left := n; left > 0; {
+				k, err := c.Write(buf[:min(int64(len(buf)), left)])
+				if err != nil {
+					return
+				}
+				left -= int64(k)
+			}
+		}()
+	}
+}
+
+func bulkRun(proxyAddr, target string, n int64) (float64, error) {
+	c, err := dial(proxyAddr, target)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.Write([]byte("G")); err != nil {
+		return 0, err
+	}
+	got, err := io.CopyBuffer(io.Discard, c, make([]byte, 256<<10))
+	if err != nil {
+		return 0, err
+	}
+	if got != n {
+		return 0, fmt.Errorf("bulk: got %d of %d bytes", got, n)
+	}
+	return float64(n) / time.Since(start).Seconds() / 1e6, nil
+}
+
+// serveTLS answers one byte after each handshake and closes.
+func serveTLS(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			if err := c.(*tls.Conn).Handshake(); err != nil {
+				return
+			}
+			c.Write([]byte("k"))
+			io.Copy(io.Discard, c)
+		}()
+	}
+}
+
+// connRun opens connections for dur from workers goroutines, each with a
+// TLS handshake and one byte read; it returns connections per second, the
+// latency of each and the number of failures.
+func connRun(proxyAddr, target string, pool *x509.CertPool, dur time.Duration, workers int) (float64, []time.Duration, int64) {
+	deadline := time.Now().Add(dur)
+	var (
+		mu     sync.Mutex
+		lats   []time.Duration
+		failed atomic.Int64
+		wg     sync.WaitGroup
+	)
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			var local []time.Duration
+			b := make([]byte, 1)
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				c, err := dial(proxyAddr, target)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				tc := tls.Client(c, &tls.Config{ServerName: "bench.test", RootCAs: pool})
+				if _, err := io.ReadFull(tc, b); err == nil {
+					local = append(local, time.Since(t0))
+				} else {
+					failed.Add(1)
+				}
+				tc.Close()
+			}
+			mu.Lock()
+			lats = append(lats, local...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return float64(len(lats)) / time.Since(start).Seconds(), lats, failed.Load()
+}
+
+func pct(d []time.Duration, p int) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := min(len(d)-1, len(d)*p/100)
+	return float64(d[i].Microseconds()) / 1000
+}
+
+// serveHold answers the first byte and then holds the connection open.
+func serveHold(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			one := make([]byte, 1)
+			if _, err := c.Read(one); err != nil {
+				c.Close()
+				return
+			}
+			c.Write([]byte("y"))
+			io.Copy(io.Discard, c)
+			c.Close()
+		}()
+	}
+}
+
+// openIdle opens n tunnels, moves one byte each way (past the observation
+// phase) and leaves them idle.
+func openIdle(proxyAddr, target string, n int) ([]net.Conn, error) {
+	conns := make([]net.Conn, 0, n)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	sem := make(chan struct{}, 64)
+	for range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c, err := dial(proxyAddr, target)
+			if err == nil {
+				_, err = c.Write([]byte("x"))
+			}
+			if err == nil {
+				_, err = io.ReadFull(c, make([]byte, 1))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				if c != nil {
+					c.Close()
+				}
+				return
+			}
+			conns = append(conns, c)
+		})
+	}
+	wg.Wait()
+	return conns, firstErr
+}
+
+func memOf(ctl string) (map[string]uint64, error) {
+	resp, err := http.Get("http://" + ctl + "/")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var m map[string]uint64
+	return m, json.NewDecoder(resp.Body).Decode(&m)
+}

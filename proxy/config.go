@@ -1,0 +1,133 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
+)
+
+// Lookuper resolves a destination name for the dialer. *resolver.Resolver
+// implements it; tests use a static map.
+type Lookuper interface {
+	LookupIP(ctx context.Context, host string) (resolver.Answer, error)
+}
+
+// Config configures a Proxy. Policy, Identity, Resolver, Guard, Audit and
+// Metrics are required.
+type Config struct {
+	// Policy returns the snapshot in force; called once per request so that
+	// a reload applies to the next request without touching open tunnels.
+	// A nil snapshot denies everything.
+	Policy func() *policy.Snapshot
+	// Identity maps a connection's source IP to its pod.
+	Identity identity.Source
+	// Resolver looks up destination names (the shared cache).
+	Resolver Lookuper
+	// Guard classifies every address before it is dialled.
+	Guard *policy.Guard
+	// Audit receives one record per request or tunnel.
+	Audit *audit.Logger
+	// Metrics are the collectors; tests pass metrics.New().
+	Metrics *metrics.Metrics
+	// Logger logs what is not an audit record (panics, server errors).
+	// Nil means slog.Default().
+	Logger *slog.Logger
+	// Mode is enforce or audit; zero means enforce.
+	Mode policy.Mode
+	// DialTimeout bounds one TCP connect to one address; zero means 10s.
+	DialTimeout time.Duration
+	// HeaderTimeout bounds reading a request's header; zero means 10s.
+	HeaderTimeout time.Duration
+	// IdleTimeout closes a tunnel when neither direction moved a byte for
+	// that long, and a kept-alive client connection between requests;
+	// zero means 5m. Long-lived streams (LLM token streams, HTTP/2 with
+	// pings) stay open as long as bytes flow.
+	IdleTimeout time.Duration
+	// PeekTimeout bounds reading the rest of a ClientHello once its first
+	// byte arrived (CONNECT), or all of it (SNI listener); zero means 10s.
+	PeekTimeout time.Duration
+	// ResponseHeaderTimeout bounds waiting for an origin's response header
+	// on forwarded plain HTTP; zero means 5m (slow, non-streaming LLM calls).
+	ResponseHeaderTimeout time.Duration
+	// MaxHeaderBytes bounds a request header; zero means 32 KiB.
+	MaxHeaderBytes int
+}
+
+// withDefaults returns cfg with zero values replaced by their meaning.
+func (cfg Config) withDefaults() Config {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = policy.ModeEnforce
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.HeaderTimeout == 0 {
+		cfg.HeaderTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	if cfg.PeekTimeout == 0 {
+		cfg.PeekTimeout = 10 * time.Second
+	}
+	if cfg.ResponseHeaderTimeout == 0 {
+		cfg.ResponseHeaderTimeout = 5 * time.Minute
+	}
+	if cfg.MaxHeaderBytes == 0 {
+		cfg.MaxHeaderBytes = 32 << 10
+	}
+	return cfg
+}
+
+// Validate reports every missing or invalid field.
+func (cfg Config) Validate() error {
+	var errs []error
+	if cfg.Policy == nil {
+		errs = append(errs, errors.New("Policy is required"))
+	}
+	if cfg.Identity == nil {
+		errs = append(errs, errors.New("Identity is required"))
+	}
+	if cfg.Resolver == nil {
+		errs = append(errs, errors.New("Resolver is required"))
+	}
+	if cfg.Guard == nil {
+		errs = append(errs, errors.New("Guard is required"))
+	}
+	if cfg.Audit == nil {
+		errs = append(errs, errors.New("Audit is required"))
+	}
+	if cfg.Metrics == nil {
+		errs = append(errs, errors.New("Metrics is required"))
+	}
+	if cfg.Mode != "" && cfg.Mode != policy.ModeEnforce && cfg.Mode != policy.ModeAudit {
+		errs = append(errs, fmt.Errorf("Mode %q: want %q or %q", cfg.Mode, policy.ModeEnforce, policy.ModeAudit))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"DialTimeout", cfg.DialTimeout}, {"HeaderTimeout", cfg.HeaderTimeout}, {"IdleTimeout", cfg.IdleTimeout},
+		{"PeekTimeout", cfg.PeekTimeout}, {"ResponseHeaderTimeout", cfg.ResponseHeaderTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v: must not be negative", d.name, d.v))
+		}
+	}
+	if cfg.MaxHeaderBytes < 0 {
+		errs = append(errs, fmt.Errorf("MaxHeaderBytes %d: must not be negative", cfg.MaxHeaderBytes))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("proxy: config: %w", err)
+	}
+	return nil
+}

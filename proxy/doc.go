@@ -1,0 +1,56 @@
+// Package proxy owns egressd's listeners and the one guarded dialer behind
+// them: HTTP CONNECT and absolute-form HTTP on the proxy listener, and the
+// transparent SNI and Host listeners for clients without proxy support. It
+// observes TLS handshakes in tunnels (it never terminates TLS) and writes one
+// audit record per request or tunnel.
+//
+// It imports policy (decisions, guard), identity (source IP → pod), audit,
+// metrics and resolver (the Answer type only; lookups go through the
+// Lookuper interface). It must not import kube, cmd or certs (certs is for
+// tests and benchmarks).
+//
+// Request flow, the same for CONNECT, HTTP and SNI:
+//
+//  1. identity: the connection's source IP → pod; unknown → 403 unknown-client
+//     (every mode).
+//  2. host: policy.NormalizeHost; invalid → 400 invalid-host. Metadata names
+//     are refused here (403 metadata), before any lookup.
+//  3. decide: Snapshot.Decide(pod, host, port).InMode(mode); denied → 403 with
+//     X-Egressd-Reason and a one-line body naming host, pod and reason
+//     (never 407). In audit mode a denial other than the never class passes
+//     with would_deny.
+//  4. resolve: an IP literal is not looked up; a name goes through the
+//     Lookuper once (the record shows its answer); failure → 502 resolve-failed.
+//  5. guard: every candidate address through Guard.Permit; refused ones are
+//     skipped; none left → 403 with the guard's reason (never class in every
+//     mode, private-address softened in audit mode).
+//  6. dial exactly the permitted ip:port, in order, falling through on
+//     failure; no second resolution. All failed → 502 dial-failed (504 when
+//     a connect timed out). A failure keeps the allow verdict and the rule,
+//     with the failure as reason.
+//  7. relay:
+//     - CONNECT: 200, then the ClientHello is read (the first byte may wait
+//     up to IdleTimeout, the rest PeekTimeout, at most 32 KiB, reassembled
+//     across records): an SNI that differs from the CONNECT host closes the
+//     tunnel (sni-mismatch); non-TLS passes as tls.result not-tls. The
+//     server's first flight gives version, cipher, ALPN (TLS 1.2 only: in
+//     1.3 the selected ALPN is encrypted) or a plaintext alert. Then both
+//     directions are spliced (Linux) with half-close, until EOF, error,
+//     IdleTimeout without a byte either way, or the drain deadline.
+//     - SNI listener: the ClientHello is read first (PeekTimeout, 32 KiB);
+//     no SNI → no-sni; the SNI and the listener's port are decided as above,
+//     the hello is replayed and the bytes relayed.
+//     - HTTP (absolute-form, or Host on the transparent listener): each
+//     request is decided anew, forwarded with hop-by-hop and Proxy-* fields
+//     removed and no X-Forwarded-*, over a fresh guarded connection (no
+//     upstream keep-alive: a pooled connection was checked for another
+//     request's decision). https:// in absolute form is refused (400): use
+//     CONNECT. Upgrade is refused on this path.
+//  8. audit: one record when the request or tunnel ends: decision, dns, peer,
+//     tls, http, bytes, duration, redacted error. Requests that net/http
+//     itself rejects (malformed, 431, missing Host) get a bad-request record
+//     too.
+//
+// Shutdown stops the listeners, lets tunnels end until its context ends, then
+// cuts the rest; every tunnel's record is written before it returns.
+package proxy

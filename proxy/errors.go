@@ -1,0 +1,26 @@
+package proxy
+
+import "errors"
+
+// Sentinel errors; match them with errors.Is.
+var (
+	// ErrClosed is returned by the Serve methods after Shutdown.
+	ErrClosed = errors.New("proxy: closed")
+	// ErrDenied wraps a policy or guard denial of a dial.
+	ErrDenied = errors.New("proxy: denied")
+	// ErrResolve wraps a failed lookup of the destination name.
+	ErrResolve = errors.New("proxy: resolve failed")
+	// ErrDial wraps a failure to connect to every permitted address.
+	ErrDial = errors.New("proxy: dial failed")
+	// ErrIdle is the error of a tunnel closed for lack of traffic.
+	ErrIdle = errors.New("proxy: idle timeout")
+	// ErrCut is the error of a tunnel cut at the drain deadline.
+	ErrCut = errors.New("proxy: cut at drain deadline")
+)
+
+// Errors of the TLS hello parsers.
+var (
+	errNeedMore  = errors.New("proxy: incomplete TLS hello")
+	errNotTLS    = errors.New("proxy: not TLS")
+	errMalformed = errors.New("proxy: malformed TLS hello")
+)

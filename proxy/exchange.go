@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
+)
+
+// exchange is one request or tunnel from admission to its audit record.
+type exchange struct {
+	p       *Proxy
+	rec     audit.Record
+	start   time.Time
+	src     netip.Addr
+	client  *policy.Client
+	dec     policy.Decision
+	host    string // normalized destination (or raw, when invalid)
+	port    int
+	written atomic.Bool
+}
+
+func (p *Proxy) newExchange(kind string, remote net.Addr) *exchange {
+	ex := &exchange{p: p, start: time.Now(), dec: policy.Denied(policy.ReasonBadRequest)}
+	ex.src = addrOf(remote)
+	ex.rec.Kind = kind
+	ex.rec.Mode = string(p.cfg.Mode)
+	ex.rec.Client = audit.ClientOf(ex.src, nil)
+	return ex
+}
+
+// addrOf returns the IP of a connection's remote address.
+func addrOf(a net.Addr) netip.Addr {
+	switch v := a.(type) {
+	case *net.TCPAddr:
+		ip, _ := netip.AddrFromSlice(v.IP)
+		return ip.Unmap()
+	case nil:
+		return netip.Addr{}
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// who names the client in a refusal body.
+func (ex *exchange) who() string {
+	if ex.client != nil {
+		return ex.client.Namespace + "/" + ex.client.Pod
+	}
+	return "unknown client " + ex.src.String()
+}
+
+// setDNS copies what the record shows of a lookup.
+func (ex *exchange) setDNS(a resolver.Answer) {
+	d := &audit.DNS{
+		Answers:  make([]string, 0, len(a.Addrs)),
+		CNAMEs:   a.CNAMEs,
+		TTL:      a.TTL,
+		Rcode:    dns.RcodeToString[a.Rcode],
+		MS:       float64(a.Duration.Microseconds()) / 1000,
+		Cached:   a.Cached,
+		Stale:    a.Stale,
+		Upstream: a.Upstream,
+	}
+	if d.Rcode == "" {
+		d.Rcode = fmt.Sprintf("RCODE%d", a.Rcode)
+	}
+	for _, ip := range a.Addrs {
+		d.Answers = append(d.Answers, ip.String())
+	}
+	ex.rec.DNS = d
+}
+
+// finish writes the record exactly once: the decision, the end state and
+// the counters. err, when not nil, goes in redacted.
+func (ex *exchange) finish(err error) {
+	if !ex.written.CompareAndSwap(false, true) {
+		return
+	}
+	r := &ex.rec
+	r.Host, r.Port = ex.host, ex.port
+	r.SetDecision(ex.dec)
+	if err != nil && r.Error == "" {
+		r.Error = audit.RedactText(err.Error())
+	}
+	r.DurationMS = float64(time.Since(ex.start).Microseconds()) / 1000
+	m := ex.p.m
+	m.Requests.WithLabelValues(r.Kind, r.Verdict, r.Reason).Inc()
+	if r.BytesSent > 0 {
+		m.BytesRelayed.WithLabelValues("sent").Add(float64(r.BytesSent))
+	}
+	if r.BytesReceived > 0 {
+		m.BytesRelayed.WithLabelValues("received").Add(float64(r.BytesReceived))
+	}
+	ex.p.cfg.Audit.Write(r)
+}

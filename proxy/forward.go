@@ -1,0 +1,220 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/policy"
+)
+
+// forwarder relays plain HTTP requests (absolute-form on the proxy
+// listener, Host-based on the transparent listener).
+//
+// Upstream connections are not kept alive: a pooled connection was dialled
+// for an earlier request's decision (its rule's cidrs, its guard check), and
+// reusing it for another pod or rule would skip the check. Each request is
+// decided, resolved, guard-checked and dialled on its own, and its record
+// carries its own dns and peer. Plain HTTP egress is rare next to CONNECT;
+// correctness wins over a saved handshake.
+type forwarder struct {
+	p  *Proxy
+	rp *httputil.ReverseProxy
+}
+
+type exchangeKey struct{}
+
+func newForwarder(p *Proxy) *forwarder {
+	tr := &http.Transport{
+		Proxy:                  nil, // never a proxy from the environment
+		DialContext:            p.dialForTransport,
+		DisableKeepAlives:      true,
+		DisableCompression:     true, // relay bytes as sent; the client decides
+		ResponseHeaderTimeout:  p.cfg.ResponseHeaderTimeout,
+		MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes) * 4,
+		ForceAttemptHTTP2:      false,
+	}
+	f := &forwarder{p: p}
+	f.rp = &httputil.ReverseProxy{
+		Rewrite:        f.rewrite,
+		Transport:      tr,
+		FlushInterval:  -1, // stream as it comes: SSE token streams
+		ErrorLog:       nil,
+		ModifyResponse: f.modifyResponse,
+		ErrorHandler:   f.errorHandler,
+	}
+	return f
+}
+
+// dialForTransport is the Transport's DialContext: the guarded dialer of
+// the request's exchange.
+func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net.Conn, error) {
+	ex, ok := ctx.Value(exchangeKey{}).(*exchange)
+	if !ok {
+		return nil, fmt.Errorf("%w: no exchange for %s", ErrDenied, addr)
+	}
+	c, rf := p.dialGuarded(ctx, ex)
+	if rf != nil {
+		return nil, rf
+	}
+	return c, nil
+}
+
+// rewrite builds the outbound request. ReverseProxy has already removed the
+// hop-by-hop headers of RFC 9110 §7.6.1 (Connection and the fields it names,
+// Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade, Proxy-Connection,
+// Proxy-Authenticate, Proxy-Authorization); every other Proxy-* field goes
+// too, and no X-Forwarded-* is added: the pod's address stays inside.
+func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
+	ex := pr.In.Context().Value(exchangeKey{}).(*exchange)
+	out := pr.Out
+	out.URL.Scheme = "http"
+	out.URL.Host = net.JoinHostPort(ex.host, strconv.Itoa(ex.port))
+	out.URL.User = nil
+	out.Host = pr.In.Host
+	if pr.In.URL.IsAbs() {
+		out.Host = pr.In.URL.Host
+	}
+	for k := range out.Header {
+		if strings.HasPrefix(k, "Proxy-") {
+			delete(out.Header, k)
+		}
+	}
+	out.RequestURI = ""
+}
+
+func (f *forwarder) modifyResponse(resp *http.Response) error {
+	ex := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+	ex.rec.HTTP = httpOf(ex.rec.HTTP, resp.StatusCode)
+	if loc := resp.Header.Get("Location"); loc != "" {
+		if u, err := resp.Request.URL.Parse(loc); err == nil {
+			ex.rec.HTTP.RedirectHost = u.Hostname()
+		}
+	}
+	return nil
+}
+
+func (f *forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	ex := r.Context().Value(exchangeKey{}).(*exchange)
+	var rf *refusal
+	if !errors.As(err, &rf) {
+		// The dial worked; the exchange failed afterwards (origin reset,
+		// response header timeout, client gone).
+		status := http.StatusBadGateway
+		if isTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
+			status = http.StatusGatewayTimeout
+		}
+		if errors.Is(err, context.Canceled) {
+			ex.rec.Error = "client aborted"
+			return
+		}
+		rf = &refusal{status: status, reason: policy.ReasonDialFailed, err: err}
+		if ex.dec.Allowed() && !ex.dec.WouldDeny {
+			ex.dec.Reason = policy.ReasonDialFailed
+		}
+	}
+	ex.rec.Error = audit.RedactText(err.Error())
+	writeRefusal(w, ex, rf)
+}
+
+// httpOf returns h (or a new one) with the status set.
+func httpOf(h *audit.HTTP, status int) *audit.HTTP {
+	if h == nil {
+		h = &audit.HTTP{}
+	}
+	h.Status = status
+	return h
+}
+
+// countingBody counts request body bytes read by the transport.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countingBody) Read(p []byte) (int, error) {
+	k, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(k))
+	return k, err
+}
+
+// countingWriter counts response bytes; Unwrap keeps Flush and friends
+// reachable through http.ResponseController.
+type countingWriter struct {
+	http.ResponseWriter
+	n atomic.Int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	k, err := w.ResponseWriter.Write(p)
+	w.n.Add(int64(k))
+	return k, err
+}
+
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// handleForward decides one plain HTTP request and forwards it. host and
+// port are the destination; ex already holds the client.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, host string, port int) {
+	if rf := p.admit(ex, host, port); rf != nil {
+		writeRefusal(w, ex, rf)
+		return
+	}
+	if r.Header.Get("Upgrade") != "" {
+		// An upgraded connection would become a tunnel that this path
+		// neither observes nor tracks for drain; CONNECT is the way.
+		p.refuseBadRequest(w, ex, errors.New("upgrade is not supported on plain HTTP; use CONNECT"))
+		return
+	}
+	var sent atomic.Int64
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = countingBody{ReadCloser: r.Body, n: &sent}
+	}
+	cw := &countingWriter{ResponseWriter: w}
+	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
+	defer func() {
+		ex.rec.BytesSent, ex.rec.BytesReceived = sent.Load(), cw.n.Load()
+	}()
+	p.fwd.rp.ServeHTTP(cw, r.WithContext(ctx))
+}
+
+// refuseBadRequest answers 400 bad-request.
+func (p *Proxy) refuseBadRequest(w http.ResponseWriter, ex *exchange, err error) {
+	if ex.client == nil {
+		if c, ok := p.cfg.Identity.Lookup(ex.src); ok {
+			ex.client = c
+			ex.rec.Client = audit.ClientOf(ex.src, c)
+		}
+	}
+	ex.dec = policy.Denied(policy.ReasonBadRequest)
+	ex.rec.Error = audit.RedactText(err.Error())
+	writeRefusal(w, ex, &refusal{status: http.StatusBadRequest, reason: policy.ReasonBadRequest, err: err})
+}
+
+// requestHost splits an authority into host and port (def when absent).
+func requestHost(authority string, def int) (string, int, error) {
+	if authority == "" {
+		return "", 0, errors.New("missing host")
+	}
+	host, ps, err := net.SplitHostPort(authority)
+	if err != nil {
+		// No port: the whole authority is the host (brackets removed).
+		return strings.TrimSuffix(strings.TrimPrefix(authority, "["), "]"), def, nil
+	}
+	if ps == "" {
+		return host, def, nil
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return host, 0, fmt.Errorf("invalid port %q", ps)
+	}
+	return host, port, nil
+}

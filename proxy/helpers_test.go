@@ -1,0 +1,330 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/certs"
+	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
+)
+
+// Test pods: llm-0 on 127.0.0.2 (selected by the policy), web-0 on
+// 127.0.0.3 in another namespace (selected by nothing). 127.0.0.9 is no pod.
+const (
+	podIP   = "127.0.0.2"
+	otherIP = "127.0.0.3"
+	nobody  = "127.0.0.9"
+)
+
+// staticLookup resolves test names without DNS.
+type staticLookup map[string][]netip.Addr
+
+func (s staticLookup) LookupIP(_ context.Context, host string) (resolver.Answer, error) {
+	addrs, ok := s[host]
+	if !ok {
+		return resolver.Answer{Rcode: 3}, fmt.Errorf("lookup %q: NXDOMAIN", host)
+	}
+	return resolver.Answer{Addrs: addrs, TTL: 30, Duration: 100 * time.Microsecond}, nil
+}
+
+// auditSink collects records; next waits for one.
+type auditSink struct {
+	mu    sync.Mutex
+	all   bytes.Buffer
+	lines chan []byte
+}
+
+func newAuditSink() *auditSink { return &auditSink{lines: make(chan []byte, 256)} }
+
+func (s *auditSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	s.all.Write(p)
+	s.mu.Unlock()
+	s.lines <- append([]byte(nil), p...)
+	return len(p), nil
+}
+
+func (s *auditSink) bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.all.Bytes()...)
+}
+
+// next returns the next record; the timeout only turns a hang into a
+// failure, it synchronizes nothing.
+func (s *auditSink) next(t *testing.T) audit.Record {
+	t.Helper()
+	select {
+	case l := <-s.lines:
+		var r audit.Record
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatalf("record %s: %v", l, err)
+		}
+		return r
+	case <-time.After(15 * time.Second):
+		t.Fatal("no audit record")
+		return audit.Record{}
+	}
+}
+
+type env struct {
+	t         *testing.T
+	p         *Proxy
+	addr      string // proxy listener
+	sink      *auditSink
+	ca        *certs.CA
+	caFile    string
+	tlsPort   int // TLS origin on 127.0.0.1
+	httpPort  int // plain HTTP origin on 127.0.0.1
+	dials     atomic.Int32
+	dialAddrs sync.Map
+	m         *metrics.Metrics
+	seen      chan http.Header // headers the plain origin saw
+}
+
+type envOpt struct {
+	mode  policy.Mode
+	extra string // extra YAML rules
+	idle  time.Duration
+	// lookup replaces the static test names (the real resolver test).
+	lookup Lookuper
+}
+
+func newEnv(t *testing.T, o envOpt) *env {
+	t.Helper()
+	e := &env{t: t, sink: newAuditSink(), seen: make(chan http.Header, 16)}
+	ca, err := certs.NewCA("egressd proxy test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ca = ca
+	e.caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(e.caFile, ca.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.tlsPort = e.startTLSOrigin()
+	e.httpPort = e.startHTTPOrigin()
+
+	snap := compile(t, e.policyYAML(o.extra))
+	store := identity.NewStore()
+	store.Replace([]*corev1.Pod{
+		pod("llm-prod", "llm-0", "llm-server", podIP, map[string]string{"app": "llm"}),
+		pod("web", "web-0", "default", otherIP, map[string]string{"app": "web"}),
+	})
+	lo := netip.MustParseAddr("127.0.0.1")
+	e.m = metrics.New()
+	var look Lookuper = staticLookup{
+		"models.test":   {lo},
+		"cdn.blob.test": {lo},
+		"evil.test":     {lo},
+		"meta.test":     {netip.MustParseAddr("169.254.169.254")},
+		"twoaddr.test":  {netip.MustParseAddr("127.0.0.1"), lo},
+		"multi.test":    {netip.MustParseAddr("169.254.169.254"), lo},
+		"norule.test":   {lo},
+		"fallback.test": {netip.MustParseAddr("127.0.0.4"), lo},
+	}
+	if o.lookup != nil {
+		look = o.lookup
+	}
+	p, err := New(Config{
+		Policy:   func() *policy.Snapshot { return snap },
+		Identity: store,
+		Resolver: look,
+
+		Guard:       policy.NewGuard(policy.GuardConfig{}),
+		Audit:       audit.New(audit.Config{Writers: []io.Writer{e.sink}, Metrics: e.m}),
+		Metrics:     e.m,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Mode:        o.mode,
+		IdleTimeout: o.idle,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := p.dial
+	p.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		e.dials.Add(1)
+		e.dialAddrs.Store(addr, true)
+		ap := netip.MustParseAddrPort(addr)
+		if !ap.Addr().IsLoopback() {
+			// Belt and braces: a test never sends a packet off the host.
+			return nil, fmt.Errorf("test refuses to dial non-loopback %s", addr)
+		}
+		return inner(ctx, network, addr)
+	}
+	e.p = p
+	ln := listen(t, "127.0.0.1:0")
+	e.addr = ln.Addr().String()
+	go p.ServeProxy(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.Shutdown(ctx)
+	})
+	return e
+}
+
+func (e *env) policyYAML(extra string) string {
+	return fmt.Sprintf(`apiVersion: egressd.dev/v1alpha1
+kind: EgressPolicy
+metadata: {name: llm-bootstrap, namespace: llm-prod}
+spec:
+  podSelector: {matchLabels: {app: llm}}
+  egress:
+  - hosts: ["models.test"]
+    ports: [%[1]d, %[2]d]
+    cidrs: ["127.0.0.0/8"]
+    purpose: model weights
+    owner: ml-platform
+  - hosts: ["cdn.blob.test", "twoaddr.test", "multi.test", "fallback.test"]
+    ports: [%[1]d, %[2]d]
+    cidrs: ["127.0.0.0/8"]
+  - hosts: ["meta.test"]
+    ports: [%[1]d]
+    cidrs: ["0.0.0.0/0"]
+  - hosts: ["norule.test"]
+    ports: [%[1]d]
+%[3]s`, e.tlsPort, e.httpPort, extra)
+}
+
+func compile(t testing.TB, y string) *policy.Snapshot {
+	t.Helper()
+	docs, err := policy.Parse("test.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := policy.Compile(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func pod(ns, name, sa, ip string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec:       corev1.PodSpec{ServiceAccountName: sa},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
+	}
+}
+
+func listen(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// startTLSOrigin serves /w.bin (a body), /redirect?to=URL (302) and
+// /echo on 127.0.0.1 with a certificate for every test name.
+func (e *env) startTLSOrigin() int {
+	cert, err := e.ca.Issue("models.test", "cdn.blob.test", "evil.test", "twoaddr.test", "fallback.test")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ln := listen(e.t, "127.0.0.1:0")
+	srv := &http.Server{Handler: originHandler(nil), ErrorLog: quietLog, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}}
+	go srv.ServeTLS(ln, "", "")
+	e.t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func (e *env) startHTTPOrigin() int {
+	ln := listen(e.t, "127.0.0.1:0")
+	srv := &http.Server{Handler: originHandler(e.seen), ErrorLog: quietLog}
+	go srv.Serve(ln)
+	e.t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+var quietLog = log.New(io.Discard, "", 0)
+
+var weights = bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
+
+func originHandler(seen chan http.Header) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/w.bin", func(w http.ResponseWriter, r *http.Request) { w.Write(weights) })
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+	})
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Clone()
+		h.Set("X-Seen-Host", r.Host)
+		h.Set("X-Seen-Content-Length", fmt.Sprint(r.ContentLength))
+		h.Set("X-Seen-TE", strings.Join(r.TransferEncoding, ","))
+		body, _ := io.ReadAll(r.Body)
+		h.Set("X-Seen-Body", string(body))
+		if seen != nil {
+			seen <- h
+		}
+		fmt.Fprintf(w, "echo %s %s", r.Method, r.URL.Path)
+	})
+	return mux
+}
+
+// dialFrom connects to addr from a given loopback source address.
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// connect sends a CONNECT from src and returns the connection and response.
+func (e *env) connect(src, target string) (net.Conn, *http.Response) {
+	e.t.Helper()
+	c := dialFrom(e.t, src, e.addr)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c, resp
+}
+
+// tlsGet runs a GET over a TLS client on c and returns the body.
+func (e *env) tlsGet(c net.Conn, serverName, path string) (string, error) {
+	tc := tls.Client(c, &tls.Config{ServerName: serverName, RootCAs: e.ca.CertPool(), NextProtos: []string{"http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(tc, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, serverName)
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}

@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"fmt"
+	"strings"
+)
+
+// TLS results recorded in audit.TLS.Result.
+const (
+	resultEstablished   = "established"
+	resultNoServerHello = "no-server-hello"
+	resultNotTLS        = "not-tls"
+	resultAlertPrefix   = "alert:"
+)
+
+// serverHello is what can be seen of the server's first flight. In TLS 1.3
+// everything after the ServerHello (EncryptedExtensions, where the selected
+// ALPN lives) is encrypted (RFC 8446 §4.3.1), so ALPN is only known for
+// TLS 1.2 and earlier; the version comes from supported_versions.
+type serverHello struct {
+	Version string // "TLS1.3"
+	Cipher  string // tls.CipherSuiteName
+	ALPN    string
+	Result  string // established or alert:<name>
+}
+
+// parseServerFirst reads the server's first bytes: a ServerHello (possibly
+// fragmented) or a plaintext alert record. errNeedMore asks for more bytes,
+// errNotTLS means the server spoke something else.
+func parseServerFirst(b []byte) (serverHello, error) {
+	if len(b) >= 1 && b[0] == recordAlert {
+		if len(b) < recordHeaderLen+2 {
+			return serverHello{}, errNeedMore
+		}
+		if !tlsVersionByte(b[1]) {
+			return serverHello{}, errNotTLS
+		}
+		return serverHello{Result: resultAlertPrefix + alertName(b[recordHeaderLen+1])}, nil
+	}
+	typ, body, err := handshakeMessage(b)
+	if err != nil {
+		return serverHello{}, err
+	}
+	if typ != typeServerHello {
+		return serverHello{}, fmt.Errorf("%w: handshake type %d, want ServerHello", errMalformed, typ)
+	}
+	r := reader(body)
+	legacy, ok := r.u16()
+	if !ok || !r.skip(32) || !r.skipVec8() {
+		return serverHello{}, fmt.Errorf("%w: short ServerHello", errMalformed)
+	}
+	suite, ok1 := r.u16()
+	_, ok2 := r.u8() // legacy_compression_method
+	if !ok1 || !ok2 {
+		return serverHello{}, fmt.Errorf("%w: short ServerHello", errMalformed)
+	}
+	sh := serverHello{Cipher: tls.CipherSuiteName(suite), Result: resultEstablished}
+	version := legacy
+	if !r.empty() {
+		exts, ok := r.vec16()
+		if !ok {
+			return serverHello{}, fmt.Errorf("%w: ServerHello extensions", errMalformed)
+		}
+		for !exts.empty() {
+			et, ok1 := exts.u16()
+			data, ok2 := exts.vec16()
+			if !ok1 || !ok2 {
+				return serverHello{}, fmt.Errorf("%w: ServerHello extension", errMalformed)
+			}
+			switch et {
+			case extSupportedVers: // RFC 8446 §4.2.1: selected_version
+				if v, ok := data.u16(); ok {
+					version = v
+				}
+			case extALPN:
+				if p, err := parseALPN(data); err == nil && len(p) == 1 {
+					sh.ALPN = p[0]
+				}
+			}
+		}
+	}
+	sh.Version = strings.ReplaceAll(tls.VersionName(version), " ", "")
+	return sh, nil
+}
+
+// alertName is the RFC 8446 §6 name of an alert description, with
+// underscores: "handshake_failure".
+func alertName(desc byte) string {
+	s := strings.TrimPrefix(tls.AlertError(desc).Error(), "tls: ")
+	return strings.ReplaceAll(s, " ", "_")
+}

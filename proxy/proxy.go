@@ -1,0 +1,234 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/egressd/egressd/metrics"
+)
+
+// dialFunc dials one checked address. It is a field so that tests can prove
+// that a refused address is never dialled.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Proxy serves the proxy and transparent listeners. Create it with New.
+type Proxy struct {
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics.Metrics
+	dial dialFunc
+	fwd  *forwarder
+
+	mu        sync.Mutex
+	draining  bool
+	servers   map[*http.Server]struct{}
+	listeners map[net.Listener]struct{}
+	tunnels   map[*tunnel]struct{}
+	// open counts tracked tunnels and transparent connections; Shutdown
+	// waits for it. Add happens only under mu while not draining, so Wait
+	// never races a first Add.
+	open      sync.WaitGroup
+	drainFlag atomic.Bool
+}
+
+// New returns a proxy for cfg after validating it.
+func New(cfg Config) (*Proxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	p := &Proxy{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		m:         cfg.Metrics,
+		servers:   map[*http.Server]struct{}{},
+		listeners: map[net.Listener]struct{}{},
+		tunnels:   map[*tunnel]struct{}{},
+	}
+	d := &net.Dialer{Timeout: cfg.DialTimeout}
+	p.dial = d.DialContext
+	p.fwd = newForwarder(p)
+	return p, nil
+}
+
+// ServeProxy serves HTTP CONNECT and absolute-form HTTP requests on ln until
+// Shutdown, then returns ErrClosed.
+func (p *Proxy) ServeProxy(ln net.Listener) error {
+	return p.serveHTTP(ln, http.HandlerFunc(p.handleProxy))
+}
+
+// ServeTransparentHTTP serves plain HTTP for clients without proxy support:
+// each request is decided on its Host header and the destination port that
+// the listener stands for (port, normally 80). It returns ErrClosed after
+// Shutdown.
+func (p *Proxy) ServeTransparentHTTP(ln net.Listener, port int) error {
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("proxy: transparent HTTP port %d: want 1-65535", port)
+	}
+	return p.serveHTTP(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.handleTransparentHTTP(w, r, port)
+	}))
+}
+
+func (p *Proxy) serveHTTP(ln net.Listener, h http.Handler) error {
+	srv := &http.Server{
+		Handler:           countHandlers(h),
+		ReadHeaderTimeout: p.cfg.HeaderTimeout,
+		IdleTimeout:       p.cfg.IdleTimeout,
+		MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		ConnContext:       withServerConn,
+		// HTTP/2 is not offered to proxy clients: CONNECT over h2 is not
+		// supported here, and cleartext h2c is not enabled.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	p.mu.Lock()
+	if p.draining {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.servers[srv] = struct{}{}
+	p.mu.Unlock()
+	err := srv.Serve(&sniffListener{Listener: ln, p: p})
+	if errors.Is(err, http.ErrServerClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("proxy: serve %s: %w", ln.Addr(), err)
+}
+
+// ServeSNI serves transparent TLS on ln: the destination is the ClientHello's
+// SNI and port, the port that the listener stands for (normally 443). It
+// returns ErrClosed after Shutdown.
+func (p *Proxy) ServeSNI(ln net.Listener, port int) error {
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("proxy: SNI port %d: want 1-65535", port)
+	}
+	p.mu.Lock()
+	if p.draining {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.listeners[ln] = struct{}{}
+	p.mu.Unlock()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if p.Draining() {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of descriptors: back off as net/http does instead of
+				// spinning, up to a second.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("proxy: accept on %s: %w", ln.Addr(), err)
+		}
+		backoff = 0
+		t := newTunnel(p, c)
+		if !p.track(t) {
+			c.Close()
+			return ErrClosed
+		}
+		go p.serveSNIConn(t, port)
+	}
+}
+
+// Draining reports whether Shutdown has begun.
+func (p *Proxy) Draining() bool { return p.drainFlag.Load() }
+
+// Shutdown stops accepting, lets open requests and tunnels finish until ctx
+// ends, then cuts what is left. Every drained or cut tunnel still gets its
+// audit record before Shutdown returns. It returns ctx.Err() when it had to
+// cut.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	p.draining = true
+	p.drainFlag.Store(true)
+	servers := make([]*http.Server, 0, len(p.servers))
+	for s := range p.servers {
+		servers = append(servers, s)
+	}
+	for ln := range p.listeners {
+		ln.Close()
+	}
+	p.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Go(func() {
+			// Shutdown closes the listener and idle keep-alive connections
+			// and waits for requests in progress; at the deadline Close cuts
+			// them. Hijacked CONNECT tunnels are tracked by p, not by s.
+			if err := s.Shutdown(ctx); err != nil {
+				s.Close()
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { p.open.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		p.mu.Lock()
+		for t := range p.tunnels {
+			t.cut()
+		}
+		p.mu.Unlock()
+		<-done // closing both ends unblocks every relay; records follow
+	}
+	wg.Wait()
+	return err
+}
+
+// track registers a tunnel; false when draining.
+func (p *Proxy) track(t *tunnel) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.draining {
+		return false
+	}
+	p.tunnels[t] = struct{}{}
+	p.open.Add(1)
+	return true
+}
+
+func (p *Proxy) untrack(t *tunnel) {
+	p.mu.Lock()
+	delete(p.tunnels, t)
+	p.mu.Unlock()
+	p.open.Done()
+}
+
+// countHandlers marks the connection busy while a handler runs, for
+// sniffConn; the response is flushed before the mark is removed, so that
+// only net/http's own answers are seen outside a handler.
+func countHandlers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc := serverConnFrom(r.Context())
+		if sc == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		sc.handlers.Add(1)
+		defer func() {
+			_ = http.NewResponseController(w).Flush()
+			sc.handlers.Add(-1)
+		}()
+		h.ServeHTTP(w, r)
+	})
+}

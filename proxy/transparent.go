@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/policy"
+)
+
+// serveSNIConn serves one transparent TLS connection: peek the ClientHello
+// (bounded bytes and PeekTimeout), decide on its SNI and the listener's
+// port, dial through the guard, replay the hello and relay. Every path ends
+// in exactly one record.
+func (p *Proxy) serveSNIConn(t *tunnel, port int) {
+	ex := p.newExchange(audit.KindSNI, t.client.RemoteAddr())
+	ex.port = port
+	t.ex = ex
+	started := false
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error("proxy: panic in SNI connection", "panic", v)
+			ex.rec.Error = fmt.Sprintf("internal error: %v", v)
+			started = false
+		}
+		if !started {
+			t.closeBoth()
+			ex.finish(t.err)
+			p.untrack(t)
+		}
+	}()
+	// Identity first: an unknown client gets nothing read from it.
+	if _, ok := p.cfg.Identity.Lookup(ex.src); !ok {
+		p.admit(ex, "", port)
+		return
+	}
+	buf, ch, err := readHello(t.client, p.cfg.PeekTimeout)
+	switch {
+	case errors.Is(err, errNotTLS):
+		ex.rec.TLS = &audit.TLS{Result: resultNotTLS}
+		p.denyNoSNI(ex, errors.New("proxy: not a TLS ClientHello"))
+		return
+	case err != nil:
+		p.denyNoSNI(ex, fmt.Errorf("proxy: reading ClientHello: %w", err))
+		return
+	case ch.SNI == "":
+		ex.rec.TLS = &audit.TLS{ClientALPN: ch.ALPN, Result: resultNoServerHello}
+		p.denyNoSNI(ex, errors.New("proxy: ClientHello without SNI"))
+		return
+	}
+	ex.rec.TLS = &audit.TLS{SNI: ch.SNI, ClientALPN: ch.ALPN, Result: resultNoServerHello}
+	if rf := p.admit(ex, ch.SNI, port); rf != nil {
+		t.fail(rf)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout*4)
+	up, rf := p.dialGuarded(ctx, ex)
+	cancel()
+	if rf != nil {
+		t.fail(rf)
+		return
+	}
+	if !t.setUpstream(up) {
+		return // cut while dialling
+	}
+	started = true
+	t.start(buf, &ch, "", true)
+}
+
+// denyNoSNI refuses a transparent TLS connection whose destination cannot
+// be named: there is no host to decide on.
+func (p *Proxy) denyNoSNI(ex *exchange, err error) {
+	if c, ok := p.cfg.Identity.Lookup(ex.src); ok {
+		ex.client = c
+		ex.rec.Client = audit.ClientOf(ex.src, c)
+	}
+	ex.dec = policy.Denied(policy.ReasonNoSNI)
+	ex.rec.Error = audit.RedactText(err.Error())
+}
+
+// readHello reads a whole ClientHello within timeout, at most maxHelloBytes.
+func readHello(c interface {
+	io.Reader
+	SetReadDeadline(time.Time) error
+}, timeout time.Duration) ([]byte, clientHello, error) {
+	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, clientHello{}, err
+	}
+	defer c.SetReadDeadline(time.Time{})
+	buf := make([]byte, 0, 2<<10)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := c.Read(buf[len(buf):min(cap(buf), maxHelloBytes)])
+		buf = buf[:len(buf)+n]
+		ch, perr := parseClientHello(buf)
+		if !errors.Is(perr, errNeedMore) {
+			return buf, ch, perr
+		}
+		if len(buf) >= maxHelloBytes {
+			return buf, ch, fmt.Errorf("%w: over %d bytes", errMalformed, maxHelloBytes)
+		}
+		if err != nil {
+			return buf, ch, err
+		}
+	}
+}

@@ -1,0 +1,370 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/policy"
+)
+
+// tunnel relays one client connection to one upstream connection and writes
+// the exchange's record when both directions have ended.
+//
+// Memory: an idle tunnel holds two goroutines parked in the poller, two
+// sockets and this struct. Hello buffers are dropped after the observation
+// phase and the relay keeps no buffer of its own on Linux (splice moves the
+// bytes through a pooled pipe that is returned after every burst).
+type tunnel struct {
+	p      *Proxy
+	ex     *exchange
+	client net.Conn
+
+	mu       sync.Mutex
+	upstream net.Conn
+	closed   bool
+
+	errOnce sync.Once
+	err     error
+	cutting atomic.Bool
+
+	sent, recv atomic.Int64
+	last       atomic.Int64 // unix nanoseconds of the last byte moved either way
+	pending    atomic.Int32 // directions still running
+
+	// Written by one direction before it ends, read by the last one.
+	notTLS bool
+	hello  *clientHello
+	server *serverHello
+	active bool // counted in ActiveTunnels
+}
+
+func newTunnel(p *Proxy, client net.Conn) *tunnel {
+	t := &tunnel{p: p, client: client}
+	t.touch()
+	return t
+}
+
+func (t *tunnel) touch() { t.last.Store(time.Now().UnixNano()) }
+
+// setUpstream attaches the dialled connection; false when the tunnel was cut
+// meanwhile (the connection is then closed).
+func (t *tunnel) setUpstream(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		c.Close()
+		return false
+	}
+	t.upstream = c
+	return true
+}
+
+// fail remembers the first error that ended the tunnel.
+func (t *tunnel) fail(err error) {
+	if err != nil {
+		t.errOnce.Do(func() { t.err = err })
+	}
+}
+
+// closeBoth closes both connections, which unblocks both directions.
+func (t *tunnel) closeBoth() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	if t.client != nil {
+		t.client.Close()
+	}
+	if t.upstream != nil {
+		t.upstream.Close()
+	}
+}
+
+// cut ends the tunnel at the drain deadline.
+func (t *tunnel) cut() {
+	t.cutting.Store(true)
+	t.fail(ErrCut)
+	t.closeBoth()
+}
+
+// start runs the relay: the client side in the calling goroutine when
+// inline, else in a new one, and the server side in a new goroutine. pre
+// holds bytes already read from the client; hello is the ClientHello
+// already parsed from them (SNI listener), nil to peek one (CONNECT); check
+// is the CONNECT host the SNI must equal.
+func (t *tunnel) start(pre []byte, hello *clientHello, check string, inline bool) {
+	t.active = true
+	t.p.m.ActiveTunnels.WithLabelValues(t.ex.rec.Kind).Inc()
+	t.pending.Store(2)
+	go t.guard(t.serverSide)
+	if inline {
+		t.guard(func() { t.clientSide(pre, hello, check) })
+		return
+	}
+	go t.guard(func() { t.clientSide(pre, hello, check) })
+}
+
+// guard runs one direction; no panic leaves it: it is logged, the tunnel
+// closed and the record still written.
+func (t *tunnel) guard(f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			t.p.log.Error("proxy: panic in tunnel", "panic", v, "host", t.ex.host)
+			t.fail(fmt.Errorf("proxy: internal error: %v", v))
+			t.closeBoth()
+		}
+		if t.pending.Add(-1) == 0 {
+			t.end()
+		}
+	}()
+	f()
+}
+
+// end closes both sides and writes the record; called once, by the last
+// direction to finish.
+func (t *tunnel) end() {
+	t.closeBoth()
+	ex := t.ex
+	if t.active {
+		t.p.m.ActiveTunnels.WithLabelValues(ex.rec.Kind).Dec()
+	}
+	ex.rec.BytesSent, ex.rec.BytesReceived = t.sent.Load(), t.recv.Load()
+	switch {
+	case t.notTLS:
+		ex.rec.TLS = &audit.TLS{Result: resultNotTLS}
+	case t.hello != nil:
+		tl := &audit.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, Result: resultNoServerHello}
+		if s := t.server; s != nil {
+			tl.Version, tl.Cipher, tl.ALPN, tl.Result = s.Version, s.Cipher, s.ALPN, s.Result
+		}
+		ex.rec.TLS = tl
+	}
+	ex.finish(t.err)
+	t.p.untrack(t)
+}
+
+// clientSide reads and checks the ClientHello, forwards it, then relays
+// client to upstream.
+func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
+	up := t.upstream
+	if hello == nil {
+		buf, ch, err := t.peekHello(pre)
+		switch {
+		case errors.Is(err, errNotTLS):
+			t.notTLS = true
+		case err != nil && len(buf) == 0 && errors.Is(err, io.EOF):
+			// The client closed without sending anything.
+			closeWrite(up)
+			return
+		case err != nil && len(buf) == 0:
+			// Idle, cut or reset before a first byte: not a refusal.
+			t.endDirection(up, err)
+			return
+		case err != nil:
+			t.refuse(policy.ReasonBadRequest, fmt.Errorf("proxy: reading ClientHello: %w", err))
+			return
+		default:
+			hello = &ch
+		}
+		pre = buf
+	}
+	if hello != nil {
+		t.hello = hello
+		if check != "" && hello.SNI != "" {
+			if sni, err := policy.NormalizeHost(hello.SNI); err != nil || sni != check {
+				// Domain fronting: the CONNECT host was decided, the SNI
+				// names another site behind the same address.
+				d := policy.Denied(policy.ReasonSNIMismatch).InMode(t.p.cfg.Mode)
+				if !d.Allowed() {
+					t.refuse(policy.ReasonSNIMismatch, fmt.Errorf("proxy: SNI %q differs from CONNECT host %q", hello.SNI, check))
+					return
+				}
+				t.ex.dec.WouldDeny, t.ex.dec.Reason = true, policy.ReasonSNIMismatch
+			}
+		}
+	}
+	if len(pre) > 0 {
+		n, err := up.Write(pre)
+		t.sent.Add(int64(n))
+		if err != nil {
+			t.fail(err)
+			t.closeBoth()
+			return
+		}
+	}
+	pre = nil
+	t.pipe(up, t.client, &t.sent)
+}
+
+// refuse closes a tunnel whose 200 was already sent: the only way left to
+// refuse it. The record carries the denial.
+func (t *tunnel) refuse(r policy.Reason, err error) {
+	d := t.ex.dec
+	d.Verdict, d.Reason, d.WouldDeny = policy.Deny, r, false
+	t.ex.dec = d
+	t.fail(err)
+	t.closeBoth()
+}
+
+// serverSide observes the server's first flight, forwards it, then relays
+// upstream to client.
+func (t *tunnel) serverSide() {
+	up := t.upstream
+	buf := make([]byte, 0, 4<<10)
+	if err := up.SetReadDeadline(time.Now().Add(t.p.cfg.IdleTimeout)); err != nil {
+		t.fail(err)
+		t.closeBoth()
+		return
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := up.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if n > 0 {
+			t.touch()
+			sh, perr := parseServerFirst(buf)
+			if !errors.Is(perr, errNeedMore) || len(buf) >= maxHelloBytes {
+				if perr == nil {
+					t.server = &sh
+				}
+				break
+			}
+		}
+		if err != nil {
+			if isTimeout(err) {
+				if ok, ierr := t.extendIdle(up); ok {
+					continue
+				} else if ierr != nil {
+					err = ierr
+				}
+			}
+			if len(buf) > 0 {
+				break // forward what came, the relay sees the error again
+			}
+			t.endDirection(t.client, err)
+			return
+		}
+	}
+	_ = up.SetReadDeadline(time.Time{})
+	n, err := t.client.Write(buf)
+	t.recv.Add(int64(n))
+	if err != nil {
+		t.fail(err)
+		t.closeBoth()
+		return
+	}
+	buf = nil
+	t.pipe(t.client, up, &t.recv)
+}
+
+// peekHello reads a ClientHello. The first byte may take as long as the idle
+// timeout (a client may wait for the server to speak first); the rest must
+// arrive within PeekTimeout, and at most maxHelloBytes are read.
+func (t *tunnel) peekHello(pre []byte) ([]byte, clientHello, error) {
+	c := t.client
+	defer c.SetReadDeadline(time.Time{})
+	buf := make([]byte, len(pre), max(len(pre), 2<<10))
+	copy(buf, pre)
+	var peekUntil time.Time
+	idleSet := false
+	for {
+		if len(buf) > 0 {
+			ch, err := parseClientHello(buf)
+			if !errors.Is(err, errNeedMore) {
+				return buf, ch, err
+			}
+			if len(buf) >= maxHelloBytes {
+				return buf, ch, fmt.Errorf("%w: over %d bytes", errMalformed, maxHelloBytes)
+			}
+			if peekUntil.IsZero() {
+				peekUntil = time.Now().Add(t.p.cfg.PeekTimeout)
+			}
+			if err := c.SetReadDeadline(peekUntil); err != nil {
+				return buf, ch, err
+			}
+		} else if !idleSet {
+			if err := c.SetReadDeadline(time.Now().Add(t.p.cfg.IdleTimeout)); err != nil {
+				return buf, clientHello{}, err
+			}
+			idleSet = true
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := c.Read(buf[len(buf):min(cap(buf), maxHelloBytes)])
+		buf = buf[:len(buf)+n]
+		if n > 0 {
+			t.touch()
+		}
+		if err != nil {
+			if len(buf) == 0 && isTimeout(err) {
+				ok, ierr := t.extendIdle(c)
+				if ok {
+					continue
+				}
+				if ierr != nil {
+					err = ierr
+				}
+			}
+			if len(buf) > 0 {
+				if _, perr := parseClientHello(buf); !errors.Is(perr, errNeedMore) {
+					continue // complete or decisive: let the top of the loop answer
+				}
+			}
+			return buf, clientHello{}, err
+		}
+	}
+}
+
+// pipe relays src to dst until src ends, then half-closes dst so that the
+// peer sees EOF while the other direction may still run (RFC 9293 §3.6).
+func (t *tunnel) pipe(dst, src net.Conn, n *atomic.Int64) {
+	err := t.relay(dst, src, n)
+	t.endDirection(dst, err)
+}
+
+// endDirection finishes one direction: EOF half-closes dst, an error closes
+// the whole tunnel.
+func (t *tunnel) endDirection(dst net.Conn, err error) {
+	if err == nil || errors.Is(err, io.EOF) {
+		closeWrite(dst)
+		return
+	}
+	if !t.cutting.Load() {
+		t.fail(err)
+	}
+	t.closeBoth()
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	c.Close()
+}
+
+// waitErr turns a read deadline into an idle decision: the deadline is moved
+// while the other direction moved bytes, and ErrIdle comes only when neither
+// did for IdleTimeout.
+func (t *tunnel) extendIdle(src net.Conn) (bool, error) {
+	last := time.Unix(0, t.last.Load())
+	until := last.Add(t.p.cfg.IdleTimeout)
+	if !time.Now().Before(until) {
+		return false, ErrIdle
+	}
+	return true, src.SetReadDeadline(until)
+}
+
+// isTimeout reports whether err is a deadline expiry.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
