@@ -1,0 +1,39 @@
+package main
+
+import (
+	"net/netip"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
+)
+
+// startDNS starts the stub resolver on the opened DNS sockets, if any.
+func startDNS(o *runOptions, st *state, res *resolver.Resolver, auditLog *audit.Logger,
+	ls *listeners, start func(string, func() error)) (*resolver.Server, error) {
+	if ls.dnsTCP == nil {
+		return nil, nil
+	}
+	cfg := resolver.ServerConfig{
+		Resolver: res, Policy: st.policy, Identity: st.pods, Audit: auditLog, Metrics: st.metrics,
+		Logger: st.log, Mode: policy.Mode(o.mode), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS,
+	}
+	if search, err := resolver.SearchFromResolvConf("/etc/resolv.conf"); err == nil {
+		cfg.SearchDomains = search
+	}
+	if o.advertiseIP != "" {
+		ip := netip.MustParseAddr(o.advertiseIP) // validated
+		if ip.Is4() {
+			cfg.AdvertiseIP = ip
+		} else {
+			cfg.AdvertiseIP6 = ip
+		}
+	}
+	srv, err := resolver.NewServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	start("dns-udp", func() error { return srv.ServeUDP(ls.dnsUDP) })
+	start("dns-tcp", func() error { return srv.ServeTCP(ls.dnsTCP) })
+	return srv, nil
+}

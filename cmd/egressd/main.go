@@ -1,0 +1,61 @@
+// Command egressd is a DNS-aware egress proxy for Kubernetes: a CONNECT/SNI
+// proxy and a stub resolver that enforce hostname allowlists keyed by pod
+// identity, with one audit record per request.
+//
+// This package only parses flags and wires the packages together.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `egressd: a DNS-aware egress proxy for Kubernetes
+
+Usage:
+  egressd run     [flags]   serve the proxy, the resolver and the metrics
+  egressd check   --policy PATH [--pods FILE]   validate and lint policies
+  egressd netpol  --namespace NS [flags]        print (or --apply, --check) NetworkPolicies
+  egressd version
+
+Every flag also reads EGRESSD_<NAME> from the environment
+(--proxy-addr: EGRESSD_PROXY_ADDR). Run "egressd COMMAND -h" for its flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runMain(ctx, args[1:], stdout, stderr)
+	case "check":
+		return checkMain(args[1:], stdout, stderr)
+	case "netpol":
+		return netpolMain(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "egressd %s\n", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "egressd: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/watch"
+)
+
+// runOptions are the flags of `egressd run`.
+type runOptions struct {
+	policies      stringList
+	pods          string
+	kube          bool
+	kubeconfig    string
+	namespace     string
+	proxyAddr     string
+	dnsAddr       string
+	sniAddr       string
+	httpAddr      string
+	advertiseIP   string
+	upstreamDNS   stringList
+	clusterDomain string
+	clusterDNS    stringList
+	privateCIDRs  stringList
+	mode          string
+	metricsAddr   string
+	auditFile     string
+	drainTimeout  time.Duration
+	reloadEvery   time.Duration
+	logLevel      string
+}
+
+func (o *runOptions) flags(fs *flag.FlagSet) {
+	fs.Var(&o.policies, "policy", "EgressPolicy file or directory (repeatable); reloaded on change")
+	fs.StringVar(&o.pods, "pods", "", "file of Kubernetes Pod objects giving identities without a cluster; reloaded on change")
+	fs.BoolVar(&o.kube, "kube", false, "read EgressPolicy objects and Pods from the Kubernetes API (in-cluster or --kubeconfig)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for --kube (default: in-cluster)")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace egressd serves (required with --kube)")
+	fs.StringVar(&o.proxyAddr, "proxy-addr", ":3128", "HTTP CONNECT and absolute-form HTTP proxy address; empty disables")
+	fs.StringVar(&o.dnsAddr, "dns-addr", ":5353", "stub DNS resolver address, UDP and TCP; empty disables")
+	fs.StringVar(&o.sniAddr, "sni-addr", "", "transparent TLS (SNI) listener, ADDR or ADDR=PORT (destination port, default 443); empty disables")
+	fs.StringVar(&o.httpAddr, "http-addr", "", "transparent HTTP (Host) listener, ADDR or ADDR=PORT (destination port, default 80); empty disables")
+	fs.StringVar(&o.advertiseIP, "advertise-ip", "", "address the resolver gives for allowed names (transparent mode); empty disables")
+	fs.Var(&o.upstreamDNS, "upstream-dns", "upstream DNS server host:port (repeatable; default: the nameservers of /etc/resolv.conf)")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain, forwarded to --cluster-dns")
+	fs.Var(&o.clusterDNS, "cluster-dns", "cluster DNS server host:port for the cluster domain (repeatable; default: the upstream)")
+	fs.Var(&o.privateCIDRs, "private-cidr", "extra private range, such as the pod and service CIDRs (repeatable)")
+	fs.StringVar(&o.mode, "mode", string(policy.ModeEnforce), "enforce, or audit: allow what enforce would deny and record would_deny")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "/metrics, /healthz and /readyz address; empty disables")
+	fs.StringVar(&o.auditFile, "audit-file", "", "also append audit records to this file")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long open tunnels may drain before they are cut")
+	fs.DurationVar(&o.reloadEvery, "reload-interval", time.Second, "how often policy and pods files are checked for changes")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (operational log on stderr)")
+}
+
+// validate checks the flags with errors a person can act on.
+func (o *runOptions) validate() error {
+	var errs []error
+	switch policy.Mode(o.mode) {
+	case policy.ModeEnforce, policy.ModeAudit:
+	default:
+		errs = append(errs, fmt.Errorf("--mode %q: want enforce or audit", o.mode))
+	}
+	if o.kube && o.namespace == "" {
+		errs = append(errs, errors.New("--kube needs --namespace"))
+	}
+	if o.kube && (o.pods != "" || len(o.policies) > 0) {
+		errs = append(errs, errors.New("--kube reads policies and identities from the API: drop --policy and --pods"))
+	}
+	if !o.kube && len(o.policies) == 0 {
+		errs = append(errs, errors.New("--policy is required without --kube (no policy would deny everything)"))
+	}
+	if !o.kube && o.pods == "" {
+		errs = append(errs, errors.New("--pods is required without --kube: identities come from a pods file or the API"))
+	}
+	if o.proxyAddr == "" && o.dnsAddr == "" && o.sniAddr == "" && o.httpAddr == "" {
+		errs = append(errs, errors.New("every listener is disabled"))
+	}
+	if o.advertiseIP != "" {
+		if _, err := netip.ParseAddr(o.advertiseIP); err != nil {
+			errs = append(errs, fmt.Errorf("--advertise-ip: %w", err))
+		}
+	}
+	for _, c := range o.privateCIDRs {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			errs = append(errs, fmt.Errorf("--private-cidr: %w", err))
+		}
+	}
+	for _, a := range []struct{ flag, v string }{{"--sni-addr", o.sniAddr}, {"--http-addr", o.httpAddr}} {
+		if _, _, err := splitListen(a.v, 0); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", a.flag, err))
+		}
+	}
+	if o.drainTimeout < 0 {
+		errs = append(errs, errors.New("--drain-timeout must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// splitListen splits "ADDR=PORT" into the listen address and the
+// destination port the listener stands for.
+func splitListen(v string, def int) (string, int, error) {
+	addr, p, ok := strings.Cut(v, "=")
+	if !ok {
+		return v, def, nil
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: destination port must be 1-65535", v)
+	}
+	return addr, port, nil
+}
+
+// state is what the running process shares between its parts.
+type state struct {
+	log      *slog.Logger
+	metrics  *metrics.Metrics
+	snapshot atomic.Pointer[policy.Snapshot]
+	pods     *identity.Store
+	draining atomic.Bool
+	// synced reports whether the Kubernetes caches have synced; nil
+	// without --kube.
+	synced func() bool
+}
+
+func (s *state) policy() *policy.Snapshot { return s.snapshot.Load() }
+
+// ready: policies and identities loaded, caches synced, not draining.
+func (s *state) ready() bool {
+	if s.draining.Load() || s.snapshot.Load() == nil || !s.pods.Loaded() {
+		return false
+	}
+	return s.synced == nil || s.synced()
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// auditWriters opens the audit sinks: stdout and, if given, the file.
+func auditWriters(stdout io.Writer, file string) ([]io.Writer, io.Closer, error) {
+	ws := []io.Writer{stdout}
+	if file == "" {
+		return ws, io.NopCloser(nil), nil
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--audit-file: %w", err)
+	}
+	return append(ws, f), f, nil
+}
+
+// watchPolicies loads the policy files now and on every change; a bad change
+// keeps the last good snapshot and logs the error with its location.
+func (s *state) watchPolicies(paths []string, every time.Duration) *watch.Watcher {
+	return &watch.Watcher{Paths: paths, Interval: every, OnChange: func(files []watch.File, err error) {
+		var snap *policy.Snapshot
+		if err == nil {
+			snap, err = compilePolicies(files)
+		}
+		if err != nil {
+			s.metrics.ReloadErrors.WithLabelValues("policy").Inc()
+			s.log.Error("policy reload rejected; the last good policy stays in force",
+				"error", err.Error(), "in_force", s.snapshot.Load() != nil)
+			return
+		}
+		s.snapshot.Store(snap)
+		s.metrics.Reloads.WithLabelValues("policy").Inc()
+		s.metrics.Policies.Set(float64(len(snap.Policies())))
+		s.log.Info("policy loaded", "policies", len(snap.Policies()), "files", len(files))
+	}}
+}
+
+// watchPods loads the pods file now and on every change, with the same rule.
+func (s *state) watchPods(path string, every time.Duration) *watch.Watcher {
+	return &watch.Watcher{Paths: []string{path}, Interval: every, OnChange: func(files []watch.File, err error) {
+		var pods []*corev1.Pod
+		if err == nil {
+			pods, err = parsePodsFiles(files)
+		}
+		if err != nil {
+			s.metrics.ReloadErrors.WithLabelValues("pods").Inc()
+			s.log.Error("pods reload rejected; the last good identities stay in force", "error", err.Error())
+			return
+		}
+		known := s.pods.Replace(pods)
+		s.metrics.Reloads.WithLabelValues("pods").Inc()
+		s.metrics.Identities.Set(float64(known))
+		s.log.Info("identities loaded", "pods", len(pods), "addresses", known)
+	}}
+}
+
+// runGroup runs functions until the first returns, then cancels the rest
+// and waits for them.
+type runGroup struct {
+	wg   sync.WaitGroup
+	once sync.Once
+	err  error
+}
+
+func (g *runGroup) Go(f func() error) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := f(); err != nil {
+			g.once.Do(func() { g.err = err })
+		}
+	}()
+}
+
+func listen(network, addr string) (net.Listener, error) {
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln, nil
+}

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/proxy"
+	"github.com/egressd/egressd/resolver"
+)
+
+// runMain is `egressd run`: it returns when ctx ends (SIGTERM) and the drain
+// is over, or at once on a startup error.
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("egressd run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o runOptions
+	o.flags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "egressd run: %v\n", err)
+		return 2
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "egressd run: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(stderr, o.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "egressd run: %v\n", err)
+		return 2
+	}
+	if err := serve(ctx, &o, stdout, log); err != nil {
+		log.Error("egressd stopped", "error", err.Error())
+		return 1
+	}
+	return 0
+}
+
+// listeners are the sockets of one run, opened before anything serves so
+// that the guard knows them (no loops through egressd itself).
+type listeners struct {
+	proxy, sni, http, metrics net.Listener
+	dnsUDP                    net.PacketConn
+	dnsTCP                    net.Listener
+	sniPort, httpPort         int
+}
+
+func (l *listeners) open(o *runOptions) error {
+	var err error
+	if o.proxyAddr != "" {
+		if l.proxy, err = listen("tcp", o.proxyAddr); err != nil {
+			return err
+		}
+	}
+	if o.sniAddr != "" {
+		addr, port, _ := splitListen(o.sniAddr, 443)
+		l.sniPort = port
+		if l.sni, err = listen("tcp", addr); err != nil {
+			return err
+		}
+	}
+	if o.httpAddr != "" {
+		addr, port, _ := splitListen(o.httpAddr, 80)
+		l.httpPort = port
+		if l.http, err = listen("tcp", addr); err != nil {
+			return err
+		}
+	}
+	if o.dnsAddr != "" {
+		if l.dnsTCP, err = listen("tcp", o.dnsAddr); err != nil {
+			return err
+		}
+		// The same port for UDP as TCP got, so that ":0" works in tests.
+		udpAddr := net.JoinHostPort(hostOf(o.dnsAddr), portOf(l.dnsTCP.Addr()))
+		if l.dnsUDP, err = net.ListenPacket("udp", udpAddr); err != nil {
+			return fmt.Errorf("listen udp %s: %w", udpAddr, err)
+		}
+	}
+	if o.metricsAddr != "" {
+		if l.metrics, err = listen("tcp", o.metricsAddr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *listeners) close() {
+	for _, c := range []io.Closer{l.proxy, l.sni, l.http, l.dnsTCP, l.metrics} {
+		if c != nil && c != (net.Listener)(nil) {
+			_ = c.Close()
+		}
+	}
+	if l.dnsUDP != nil {
+		_ = l.dnsUDP.Close()
+	}
+}
+
+// self lists the TCP and UDP addresses egressd serves on, for the guard.
+func (l *listeners) self() []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, ln := range []net.Listener{l.proxy, l.sni, l.http, l.dnsTCP, l.metrics} {
+		if ln != nil {
+			if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
+				out = append(out, ap)
+			}
+		}
+	}
+	return out
+}
+
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
+}
+
+func portOf(a net.Addr) string {
+	_, p, _ := net.SplitHostPort(a.String())
+	return p
+}
+
+func localAddrs() []netip.Addr {
+	var out []netip.Addr
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
+}
+
+func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	m := metrics.New()
+	if err := m.Register(reg); err != nil {
+		return err
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	st := &state{log: log, metrics: m, pods: identity.NewStore()}
+	writers, auditCloser, err := auditWriters(stdout, o.auditFile)
+	if err != nil {
+		return err
+	}
+	defer auditCloser.Close()
+	auditLog := audit.New(audit.Config{Writers: writers, Metrics: m})
+
+	var ls listeners
+	defer ls.close()
+	if err := ls.open(o); err != nil {
+		return err
+	}
+
+	var extra []netip.Prefix
+	for _, c := range o.privateCIDRs {
+		extra = append(extra, netip.MustParsePrefix(c)) // validated
+	}
+	guard := policy.NewGuard(policy.GuardConfig{ExtraPrivate: extra, Self: ls.self(), SelfAddrs: localAddrs()})
+
+	upstreams := []string(o.upstreamDNS)
+	if len(upstreams) == 0 {
+		if upstreams, err = resolver.UpstreamsFromResolvConf("/etc/resolv.conf"); err != nil {
+			return fmt.Errorf("--upstream-dns not given and /etc/resolv.conf unusable: %w", err)
+		}
+	}
+	res, err := resolver.New(resolver.Config{Upstreams: upstreams, Metrics: m, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var g runGroup
+
+	// Identities and policies: from files (polled) or from the API.
+	if o.kube {
+		synced, err := startKube(runCtx, o, st, &g)
+		if err != nil {
+			return err
+		}
+		st.synced = synced
+	} else {
+		pw := st.watchPods(o.pods, o.reloadEvery)
+		pw.Poll()
+		g.Go(func() error { pw.Run(runCtx); return nil })
+	}
+	if len(o.policies) > 0 {
+		w := st.watchPolicies(o.policies, o.reloadEvery)
+		w.Poll()
+		g.Go(func() error { w.Run(runCtx); return nil })
+	}
+
+	px, err := proxy.New(proxy.Config{
+		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
+		Metrics: m, Logger: log, Mode: policy.Mode(o.mode),
+	})
+	if err != nil {
+		return err
+	}
+	serveErr := make(chan error, 8)
+	start := func(name string, f func() error) {
+		go func() {
+			if err := f(); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, proxy.ErrClosed) {
+				serveErr <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	if ls.proxy != nil {
+		start("proxy", func() error { return px.ServeProxy(ls.proxy) })
+	}
+	if ls.sni != nil {
+		start("sni", func() error { return px.ServeSNI(ls.sni, ls.sniPort) })
+	}
+	if ls.http != nil {
+		start("http", func() error { return px.ServeTransparentHTTP(ls.http, ls.httpPort) })
+	}
+	dnsSrv, err := startDNS(o, st, res, auditLog, &ls, start)
+	if err != nil {
+		return err
+	}
+	var health *http.Server
+	if ls.metrics != nil {
+		health = healthServer(reg, st)
+		start("metrics", func() error { return health.Serve(ls.metrics) })
+	}
+	log.Info("egressd serving", "version", version, "mode", o.mode, "proxy", addrOf(ls.proxy),
+		"dns", addrOf(ls.dnsTCP), "sni", addrOf(ls.sni), "http", addrOf(ls.http), "metrics", addrOf(ls.metrics))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+	}
+
+	// Drain: unready first, so that load balancers stop sending; then stop
+	// accepting and give open tunnels --drain-timeout to finish.
+	st.draining.Store(true)
+	log.Info("draining", "timeout", o.drainTimeout.String())
+	drainCtx, drainCancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	defer drainCancel()
+	if dnsSrv != nil {
+		_ = dnsSrv.Shutdown(drainCtx)
+	}
+	if err := px.Shutdown(drainCtx); err != nil {
+		log.Warn("drain cut open tunnels", "error", err.Error())
+	}
+	if health != nil {
+		shutCtx, c := context.WithTimeout(context.Background(), time.Second)
+		_ = health.Shutdown(shutCtx)
+		c()
+	}
+	cancel()
+	g.wg.Wait()
+	log.Info("stopped")
+	return runErr
+}
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
+
+func healthServer(reg *prometheus.Registry, st *state) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !st.ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+}
