@@ -1,0 +1,102 @@
+// Command egressd runs egressd's DNS server alone, built from the resolver
+// package directly, for the benchmark: a policy that allows **.bench.test
+// to the pod at 127.0.0.1 (dnsperf's source), every query policy-checked
+// and audit-logged to a file.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
+)
+
+const benchPolicy = `
+apiVersion: egressd.dev/v1alpha1
+kind: EgressPolicy
+metadata: {name: bench, namespace: bench}
+spec:
+  podSelector: {}
+  egress:
+  - hosts: ["**.bench.test"]
+    ports: [443]
+`
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "egressd-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	addr := flag.String("addr", "127.0.0.1:5391", "DNS listen address")
+	upstream := flag.String("upstream", "127.0.0.1:5390", "upstream DNS server")
+	auditPath := flag.String("audit", "/dev/null", "audit file")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
+	flag.Parse()
+	if *cpuprofile != "" {
+		pf, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	docs, err := policy.Parse("bench.yaml", []byte(benchPolicy))
+	if err != nil {
+		return err
+	}
+	snap, err := policy.Compile(docs)
+	if err != nil {
+		return err
+	}
+	ids := identity.NewStore()
+	ids.Replace([]*corev1.Pod{{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "dnsperf"},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}},
+	}})
+	af, err := os.OpenFile(*auditPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer af.Close()
+	m := metrics.New()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	res, err := resolver.New(resolver.Config{Upstreams: []string{*upstream}, Metrics: m, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv, err := resolver.NewServer(resolver.ServerConfig{
+		Addr:     *addr,
+		Resolver: res,
+		Policy:   func() *policy.Snapshot { return snap },
+		Identity: ids,
+		Audit:    audit.New(audit.Config{Writers: []io.Writer{af}, Metrics: m}),
+		Metrics:  m,
+		Logger:   log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return srv.Serve(ctx)
+}

@@ -1,0 +1,254 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/policy"
+)
+
+// query is one query in progress: what the handler learned so far, turned
+// into the answer and the audit record at the end.
+type query struct {
+	start  time.Time
+	src    netip.Addr
+	req    *dns.Msg
+	udp    bool
+	client *policy.Client
+	q      dns.Question
+	host   string // qname lower case, without the trailing dot
+	rec    audit.Record
+	dec    policy.Decision
+	ede    *dns.EDNS0_EDE
+	res    *Result // the upstream answer, when one was asked
+	err    error
+}
+
+// handle answers one query from src; nil means send nothing. It is the
+// whole per-query flow (doc.go) and the target of FuzzHandler.
+func (s *Server) handle(ctx context.Context, src netip.Addr, req *dns.Msg, udp bool) *dns.Msg {
+	if req == nil || req.Response {
+		return nil
+	}
+	qr := &query{start: time.Now(), src: src, req: req, udp: udp}
+	qr.rec = audit.Record{Kind: audit.KindDNS, Client: audit.ClientOf(src, nil), Mode: string(s.cfg.Mode)}
+	if len(req.Question) > 0 {
+		qr.q = req.Question[0]
+		qr.host = strings.TrimSuffix(lowerASCII(qr.q.Name), ".")
+		qr.rec.Host = qr.host
+		qr.rec.QType = typeString(qr.q.Qtype)
+	}
+	resp := s.answer(ctx, qr)
+	return s.finish(qr, resp)
+}
+
+func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
+	c, ok := s.cfg.Identity.Lookup(qr.src)
+	if !ok {
+		// Never an open resolver: a source that is no pod learns nothing
+		// (RFC 8914 §4.19 Prohibited).
+		qr.dec = policy.Denied(policy.ReasonUnknownClient)
+		qr.ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeProhibited, ExtraText: "egressd: unknown-client"}
+		return s.reply(qr, dns.RcodeRefused)
+	}
+	qr.client = c
+	qr.rec.Client = audit.ClientOf(qr.src, c)
+	switch {
+	case qr.req.Opcode != dns.OpcodeQuery:
+		qr.dec = policy.Denied(policy.ReasonBadRequest)
+		return s.reply(qr, dns.RcodeNotImplemented)
+	case len(qr.req.Question) != 1 || qr.host == "" && qr.q.Name != ".":
+		// RFC 9619: exactly one question.
+		qr.dec = policy.Denied(policy.ReasonBadRequest)
+		return s.reply(qr, dns.RcodeFormatError)
+	case qr.q.Qclass != dns.ClassINET:
+		// CHAOS (version.bind) and the rest: nothing to tell.
+		qr.dec = policy.Denied(policy.ReasonBadRequest)
+		return s.reply(qr, dns.RcodeRefused)
+	case qr.q.Qtype == dns.TypeAXFR || qr.q.Qtype == dns.TypeIXFR:
+		qr.dec = policy.Denied(policy.ReasonBadRequest)
+		return s.reply(qr, dns.RcodeRefused)
+	}
+	if opt := qr.req.IsEdns0(); opt != nil && opt.Version() != 0 {
+		// RFC 6891 §6.1.3: unknown EDNS version.
+		qr.dec = policy.Denied(policy.ReasonBadRequest)
+		return s.reply(qr, dns.RcodeBadVers)
+	}
+
+	switch rt := s.route(qr); rt {
+	case routeCluster:
+		return s.forwardCluster(ctx, qr)
+	case routeSearch:
+		// Answered here: the name as asked does not exist for this pod,
+		// and NXDOMAIN sends the stub resolver on down its search list.
+		return s.reply(qr, dns.RcodeNameError)
+	case routeUpstream:
+		return s.forward(ctx, qr)
+	default:
+		return s.blocked(qr)
+	}
+}
+
+// blocked answers NXDOMAIN with Extended DNS Error 15 (Blocked, RFC 8914
+// §4.16) and the reason: NXDOMAIN, not REFUSED, so that stub resolvers keep
+// walking their search list (musl stops on REFUSED).
+func (s *Server) blocked(qr *query) *dns.Msg {
+	qr.ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeBlocked, ExtraText: "egressd: " + string(qr.dec.Reason)}
+	return s.reply(qr, dns.RcodeNameError)
+}
+
+// forward answers an allowed name from the shared cache.
+func (s *Server) forward(ctx context.Context, qr *query) *dns.Msg {
+	switch qr.q.Qtype {
+	case dns.TypeANY:
+		// RFC 8482 §4.2: answer ANY with one synthesized HINFO instead of
+		// everything we know (no amplification).
+		resp := s.reply(qr, dns.RcodeSuccess)
+		resp.Answer = []dns.RR{&dns.HINFO{
+			Hdr: dns.RR_Header{Name: qr.q.Name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: 3600},
+			Cpu: "RFC8482",
+		}}
+		return resp
+	}
+	if s.cfg.AdvertiseIP.IsValid() {
+		switch qr.q.Qtype {
+		case dns.TypeA, dns.TypeAAAA:
+			return s.transparent(ctx, qr)
+		case dns.TypeHTTPS, dns.TypeSVCB:
+			// Their ipv4hint/ipv6hint would lead the client past the
+			// transparent listeners: answer NODATA, the client falls back
+			// to A/AAAA (RFC 9460 §3).
+			return s.reply(qr, dns.RcodeSuccess)
+		}
+	}
+	res, err := s.cfg.Resolver.Query(ctx, qr.q.Name, qr.q.Qtype)
+	if err != nil {
+		return s.upstreamFailed(qr, err)
+	}
+	qr.res = res
+	answer, never := stripNever(res.Msg.Answer)
+	if never != "" && !hasAddress(answer) && (qr.q.Qtype == dns.TypeA || qr.q.Qtype == dns.TypeAAAA) {
+		// Every address of the name is in the guard's never class
+		// (metadata, link-local, ...): deny the name, in every mode.
+		qr.dec = policy.Denied(never)
+		return s.blocked(qr)
+	}
+	resp := s.reply(qr, res.Msg.Rcode)
+	resp.Answer, resp.Ns = answer, res.Msg.Ns
+	return resp
+}
+
+// transparent answers A (AAAA) of an allowed name with the advertised
+// address, once the name is known to have an address upstream.
+func (s *Server) transparent(ctx context.Context, qr *query) *dns.Msg {
+	ans, err := s.cfg.Resolver.LookupIP(ctx, qr.q.Name)
+	qr.res = &Result{Cached: ans.Cached, Stale: ans.Stale, Upstream: ans.Upstream, Duration: ans.Duration}
+	switch {
+	case errors.Is(err, ErrNXDomain):
+		return s.reply(qr, dns.RcodeNameError)
+	case errors.Is(err, ErrNoAddress):
+		return s.reply(qr, dns.RcodeSuccess)
+	case err != nil:
+		return s.upstreamFailed(qr, err)
+	}
+	if r := allNever(ans.Addrs); r != "" {
+		qr.dec = policy.Denied(r)
+		return s.blocked(qr)
+	}
+	ttl := min(ans.TTL, uint32(s.cfg.AdvertiseTTL/time.Second))
+	resp := s.reply(qr, dns.RcodeSuccess)
+	hdr := dns.RR_Header{Name: qr.q.Name, Class: dns.ClassINET, Ttl: ttl}
+	switch {
+	case qr.q.Qtype == dns.TypeA:
+		hdr.Rrtype = dns.TypeA
+		resp.Answer = []dns.RR{&dns.A{Hdr: hdr, A: s.cfg.AdvertiseIP.AsSlice()}}
+	case s.cfg.AdvertiseIP6.IsValid():
+		hdr.Rrtype = dns.TypeAAAA
+		resp.Answer = []dns.RR{&dns.AAAA{Hdr: hdr, AAAA: s.cfg.AdvertiseIP6.AsSlice()}}
+	}
+	return resp
+}
+
+// upstreamFailed answers SERVFAIL: the name was allowed, but nobody could
+// say what it is (RFC 8914 §4.23 Network Error).
+func (s *Server) upstreamFailed(qr *query, err error) *dns.Msg {
+	qr.err = err
+	qr.ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNetworkError, ExtraText: "egressd: upstream failed"}
+	return s.reply(qr, dns.RcodeServerFailure)
+}
+
+// forwardCluster passes a cluster-domain or reverse-zone query to the
+// cluster DNS, uncached: those answers change with every pod and service.
+func (s *Server) forwardCluster(ctx context.Context, qr *query) *dns.Msg {
+	if s.cluster == nil {
+		return s.reply(qr, dns.RcodeNameError)
+	}
+	start := time.Now()
+	resp, addr, err := s.cluster.exchange(ctx, newQuery(dns.Fqdn(lowerASCII(qr.q.Name)), qr.q.Qtype, qr.q.Qclass, s.cfg.UDPSize))
+	if err != nil {
+		return s.upstreamFailed(qr, err)
+	}
+	qr.res = &Result{Msg: resp, Upstream: addr, Duration: time.Since(start)}
+	out := s.reply(qr, resp.Rcode)
+	out.Answer, out.Ns = withoutOPT(resp.Answer), withoutOPT(resp.Ns)
+	return out
+}
+
+// reply starts the answer to qr with rcode: the question echoed, RA set,
+// and an OPT record when the client sent one (RFC 6891 §7: never
+// otherwise), carrying qr.ede.
+func (s *Server) reply(qr *query, rcode int) *dns.Msg {
+	resp := new(dns.Msg)
+	resp.Id = qr.req.Id
+	resp.Response = true
+	resp.Opcode = qr.req.Opcode
+	resp.RecursionDesired = qr.req.RecursionDesired
+	resp.CheckingDisabled = qr.req.CheckingDisabled
+	resp.RecursionAvailable = qr.client != nil
+	if len(qr.req.Question) == 1 {
+		resp.Question = []dns.Question{qr.req.Question[0]}
+	}
+	resp.Rcode = rcode
+	return resp
+}
+
+// finish bounds the answer's size, adds EDNS, writes the audit record and
+// counts the query.
+func (s *Server) finish(qr *query, resp *dns.Msg) *dns.Msg {
+	size := dns.MaxMsgSize
+	if opt := qr.req.IsEdns0(); opt != nil {
+		o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+		o.SetUDPSize(s.cfg.UDPSize)
+		if qr.ede != nil {
+			o.Option = append(o.Option, qr.ede)
+		}
+		resp.Extra = append(resp.Extra, o)
+		if qr.udp {
+			size = max(dns.MinMsgSize, min(int(opt.UDPSize()), int(s.cfg.UDPSize)))
+		}
+	} else if qr.udp {
+		size = dns.MinMsgSize
+	}
+	if resp.Rcode > 0xF && qr.req.IsEdns0() == nil {
+		resp.Rcode = dns.RcodeFormatError
+	}
+	// RFC 1035 §4.2.1 / RFC 6891 §7: bounded answers; TC sends the client
+	// to TCP. This is also what keeps us from being an amplifier.
+	resp.Truncate(size)
+	s.record(qr, resp)
+	return resp
+}
+
+func typeString(t uint16) string {
+	if s, ok := dns.TypeToString[t]; ok {
+		return s
+	}
+	return "TYPE" + strconv.Itoa(int(t))
+}

@@ -1,0 +1,95 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Result is the answer of Query for one (name, type).
+type Result struct {
+	// Msg holds Rcode, Answer and Ns (the SOA of a negative answer). Its
+	// records are copies whose TTLs count down from the cached lifetime:
+	// the caller may modify them.
+	Msg      *dns.Msg
+	Cached   bool // served from the cache without asking an upstream
+	Stale    bool // expired entry served because every upstream failed (RFC 8767)
+	Upstream string
+	Duration time.Duration
+}
+
+// Query answers (name, qtype) in class IN from the cache or, on a miss,
+// from the upstreams; concurrent identical misses share one upstream
+// query. When every upstream fails and an expired entry is still inside
+// its stale horizon, that entry is served with Stale set and a TTL of 30s.
+// NXDOMAIN is a Result, not an error; errors wrap ErrUpstream,
+// ErrInvalidName or the context's error.
+func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Result, error) {
+	start := time.Now()
+	n, err := fqdnKey(name)
+	if err != nil {
+		return nil, err
+	}
+	k := cacheKey{name: n, qtype: qtype, qclass: dns.ClassINET}
+	if e, fresh := r.cache.get(k, r.cfg.Now()); fresh {
+		r.cfg.Metrics.CacheHits.Inc()
+		return &Result{Msg: answerFrom(e, r.cfg.Now(), false), Cached: true, Upstream: e.upstream, Duration: time.Since(start)}, nil
+	}
+	r.cfg.Metrics.CacheMisses.Inc()
+	res, _ := r.flights.do(ctx, k, func() fetchResult { return r.fetch(ctx, k) })
+	if res.err != nil {
+		return nil, fmt.Errorf("resolver: query %s %s: %w", n, dns.TypeToString[qtype], res.err)
+	}
+	if res.stale {
+		r.cfg.Metrics.DNSSeconds.WithLabelValues("stale").Observe(time.Since(start).Seconds())
+	}
+	return &Result{
+		Msg:      answerFrom(res.e, r.cfg.Now(), res.stale),
+		Stale:    res.stale,
+		Upstream: res.e.upstream,
+		Duration: time.Since(start),
+	}, nil
+}
+
+// fetch asks the upstreams for k and caches the answer. It runs detached
+// from the caller's cancellation (others may be waiting on it) but bounded:
+// every upstream once over UDP and once over TCP.
+func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
+	bound := time.Duration(2*len(r.up.addrs)) * r.cfg.Timeout
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	resp, addr, err := r.up.exchange(ctx, newQuery(k.name, k.qtype, k.qclass, r.cfg.UDPSize))
+	now := r.cfg.Now()
+	if err != nil {
+		// RFC 8767 §4: answer from an expired entry only once resolution
+		// has failed.
+		if e, ok := r.cache.lru.Peek(k); ok && now.Before(e.staleUntil) {
+			return fetchResult{e: e, stale: true}
+		}
+		return fetchResult{err: err}
+	}
+	e := &entry{
+		msg:      &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: resp.Rcode}, Answer: withoutOPT(resp.Answer), Ns: withoutOPT(resp.Ns)},
+		upstream: addr,
+	}
+	life := r.lifetime(e.msg)
+	e.expires = now.Add(life)
+	e.staleUntil = e.expires
+	if life > 0 {
+		e.staleUntil = e.expires.Add(r.cfg.StaleFor)
+		r.cache.put(k, e)
+	}
+	return fetchResult{e: e}
+}
+
+func withoutOPT(rrs []dns.RR) []dns.RR {
+	out := rrs[:0:0]
+	for _, rr := range rrs {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			out = append(out, rr)
+		}
+	}
+	return out
+}

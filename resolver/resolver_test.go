@@ -1,0 +1,370 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/egressd/egressd/metrics"
+)
+
+func TestCacheTTL(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		qname   string
+		qtype   uint16
+		life    time.Duration // how long the entry is served from the cache
+		firstTT uint32        // TTL handed out right after the miss
+	}{
+		{"record ttl", Config{}, "models.test", dns.TypeA, 300 * time.Second, 300},
+		{"smallest ttl of the chain", Config{}, "x.blob.test", dns.TypeA, 60 * time.Second, 60},
+		{"max clamp", Config{MaxTTL: 100 * time.Second}, "models.test", dns.TypeA, 100 * time.Second, 100},
+		{"min clamp", Config{MinTTL: 90 * time.Second}, "x.blob.test", dns.TypeA, 90 * time.Second, 90},
+		{"negative nxdomain: SOA minimum", Config{}, "nx.blob.test", dns.TypeA, 60 * time.Second, 60},
+		{"negative nodata: SOA minimum", Config{}, "nodata.blob.test", dns.TypeA, 120 * time.Second, 120},
+		{"negative clamp", Config{MaxNegativeTTL: 10 * time.Second}, "nx.blob.test", dns.TypeA, 10 * time.Second, 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newFakeUpstream(t)
+			clk := newClock()
+			cfg := tc.cfg
+			cfg.Upstreams, cfg.Now = []string{up.addr}, clk.Now
+			r := newTestResolver(t, cfg)
+			ctx := context.Background()
+			res, err := r.Query(ctx, tc.qname, tc.qtype)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Cached || res.Msg.Rcode == dns.RcodeServerFailure {
+				t.Fatalf("first query: cached %v rcode %d", res.Cached, res.Msg.Rcode)
+			}
+			if got := ttlOf(res.Msg); got != tc.firstTT {
+				t.Errorf("first TTL %d, want %d", got, tc.firstTT)
+			}
+			clk.Advance(tc.life - time.Second)
+			res, err = r.Query(ctx, tc.qname, tc.qtype)
+			if err != nil || !res.Cached || ttlOf(res.Msg) != 1 {
+				t.Fatalf("1s before expiry: cached %v ttl %d err %v, want cached ttl 1", res.Cached, ttlOf(res.Msg), err)
+			}
+			if up.total.Load() != 1 {
+				t.Fatalf("upstream asked %d times, want 1", up.total.Load())
+			}
+			clk.Advance(time.Second)
+			res, err = r.Query(ctx, tc.qname, tc.qtype)
+			if err != nil || res.Cached || up.total.Load() != 2 {
+				t.Fatalf("at expiry: cached %v err %v upstream %d, want a new query", res.Cached, err, up.total.Load())
+			}
+		})
+	}
+}
+
+func ttlOf(m *dns.Msg) uint32 {
+	rrs := m.Answer
+	if len(rrs) == 0 {
+		rrs = m.Ns
+	}
+	if len(rrs) == 0 {
+		return 0
+	}
+	return minTTL(rrs)
+}
+
+func TestCacheKeyAndBound(t *testing.T) {
+	up := newFakeUpstream(t)
+	m := metrics.New()
+	r := newTestResolver(t, Config{Upstreams: []string{up.addr}, CacheSize: 2, Metrics: m, Now: newClock().Now})
+	ctx := context.Background()
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{{"models.test", dns.TypeA}, {"MODELS.TEST.", dns.TypeA}, {"models.test", dns.TypeAAAA}, {"x.blob.test", dns.TypeA}} {
+		if _, err := r.Query(ctx, q.name, q.qtype); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := up.total.Load(); got != 3 {
+		t.Errorf("upstream asked %d times, want 3 (case-insensitive key, type in key)", got)
+	}
+	if r.cache.len() != 2 || value(m.CacheSize) != 2 {
+		t.Errorf("cache holds %d (gauge %v), want the bound 2", r.cache.len(), value(m.CacheSize))
+	}
+	if value(m.CacheHits) != 1 || value(m.CacheMisses) != 3 {
+		t.Errorf("hits %v misses %v, want 1 and 3", value(m.CacheHits), value(m.CacheMisses))
+	}
+}
+
+func TestNoSOANotCached(t *testing.T) {
+	r := newTestResolver(t, Config{Upstreams: []string{"127.0.0.1:1"}})
+	msg := &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeNameError}}
+	if got := r.lifetime(msg); got != 0 {
+		t.Errorf("NXDOMAIN without SOA cached for %s (RFC 2308 §5: should not)", got)
+	}
+	msg.Rcode = dns.RcodeServerFailure
+	msg.Ns = []dns.RR{soa("test.", 60, 60)}
+	if got := r.lifetime(msg); got != 0 {
+		t.Errorf("SERVFAIL cached for %s", got)
+	}
+}
+
+func TestCoalescing(t *testing.T) {
+	const n = 20
+	up := newFakeUpstream(t)
+	up.mu.Lock()
+	up.gate, up.arrived = make(chan struct{}), make(chan string, 2*n)
+	up.mu.Unlock()
+	r := newTestResolver(t, Config{Upstreams: []string{up.addr}})
+	joined := make(chan struct{}, n)
+	r.flights.onJoin = func(cacheKey) { joined <- struct{}{} }
+
+	var wg sync.WaitGroup
+	results := make([]*Result, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { results[i], errs[i] = r.Query(context.Background(), "models.test", dns.TypeA) })
+	}
+	<-up.arrived // the one query reached the upstream
+	for range n - 1 {
+		<-joined // and everybody else waits on it
+	}
+	close(up.gate)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || !slices.Equal(answerAddrs(results[i].Msg), []string{"203.0.113.10"}) {
+			t.Fatalf("caller %d: %v %v", i, results[i], errs[i])
+		}
+	}
+	if got := up.total.Load(); got != 1 {
+		t.Errorf("%d concurrent misses made %d upstream queries, want 1", n, got)
+	}
+}
+
+func TestCoalescedCallerCancel(t *testing.T) {
+	up := newFakeUpstream(t)
+	up.mu.Lock()
+	up.gate, up.arrived = make(chan struct{}), make(chan string, 4)
+	up.mu.Unlock()
+	r := newTestResolver(t, Config{Upstreams: []string{up.addr}})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Query(ctx, "models.test", dns.TypeA)
+		errc <- err
+	}()
+	<-up.arrived
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller got %v", err)
+	}
+	close(up.gate)
+	// The detached query still completes and fills the cache.
+	res, err := r.Query(context.Background(), "models.test", dns.TypeA)
+	if err != nil || len(res.Msg.Answer) != 1 {
+		t.Fatalf("after cancel: %v %v", res, err)
+	}
+}
+
+func TestServeStale(t *testing.T) {
+	up := newFakeUpstream(t)
+	clk := newClock()
+	m := metrics.New()
+	r := newTestResolver(t, Config{Upstreams: []string{up.addr}, Now: clk.Now, StaleFor: time.Hour, Metrics: m})
+	ctx := context.Background()
+	if _, err := r.Query(ctx, "models.test", dns.TypeA); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(301 * time.Second)
+	up.failing.Store(true)
+	tests := []struct {
+		name    string
+		advance time.Duration
+		stale   bool
+	}{
+		{"expired, upstream failing: stale", 0, true},
+		{"inside the stale horizon", 58 * time.Minute, true},
+		{"past the stale horizon", 2 * time.Minute, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk.Advance(tc.advance)
+			res, err := r.Query(ctx, "models.test", dns.TypeA)
+			if !tc.stale {
+				if !errors.Is(err, ErrUpstream) {
+					t.Fatalf("got %v %v, want ErrUpstream", res, err)
+				}
+				return
+			}
+			if err != nil || !res.Stale || res.Cached || ttlOf(res.Msg) != staleTTL {
+				t.Fatalf("got %+v %v, want stale with TTL %d", res, err, staleTTL)
+			}
+		})
+	}
+	if value(m.UpstreamErrors.WithLabelValues("servfail")) == 0 {
+		t.Error("upstream SERVFAIL not counted")
+	}
+	t.Run("upstream back: fresh again", func(t *testing.T) {
+		up.failing.Store(false)
+		res, err := r.Query(ctx, "models.test", dns.TypeA)
+		if err != nil || res.Stale || ttlOf(res.Msg) != 300 {
+			t.Fatalf("got %+v %v", res, err)
+		}
+	})
+}
+
+func TestFailover(t *testing.T) {
+	up := newFakeUpstream(t)
+	dead := closedAddr(t)
+	m := metrics.New()
+	r := newTestResolver(t, Config{Upstreams: []string{dead, up.addr}, Metrics: m})
+	ctx := context.Background()
+	res, err := r.Query(ctx, "models.test", dns.TypeA)
+	if err != nil || res.Upstream != up.addr {
+		t.Fatalf("got %+v %v, want an answer from %s", res, err, up.addr)
+	}
+	failures := value(m.UpstreamErrors.WithLabelValues("network"))
+	if failures != 1 {
+		t.Errorf("network errors %v, want 1", failures)
+	}
+	// The upstream that answered is asked first from now on.
+	if _, err := r.Query(ctx, "x.blob.test", dns.TypeA); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(m.UpstreamErrors.WithLabelValues("network")); got != failures {
+		t.Errorf("dead upstream asked again: errors %v", got)
+	}
+	t.Run("all dead", func(t *testing.T) {
+		r := newTestResolver(t, Config{Upstreams: []string{dead, closedAddr(t)}})
+		if _, err := r.Query(ctx, "models.test", dns.TypeA); !errors.Is(err, ErrUpstream) {
+			t.Fatalf("got %v, want ErrUpstream", err)
+		}
+	})
+}
+
+func TestLookupIP(t *testing.T) {
+	up := newFakeUpstream(t)
+	r := newTestResolver(t, Config{Upstreams: []string{up.addr}, Now: newClock().Now})
+	tests := []struct {
+		name   string
+		host   string
+		addrs  []string
+		cnames []string
+		ttl    uint32
+		rcode  int
+		err    error
+	}{
+		{"both families", "models.test", []string{"203.0.113.10", "2001:db8::10"}, nil, 300, dns.RcodeSuccess, nil},
+		{"trailing dot and case", "Models.Test.", []string{"203.0.113.10", "2001:db8::10"}, nil, 300, dns.RcodeSuccess, nil},
+		{"cname chain", "x.blob.test", []string{"203.0.113.20"}, []string{"edge.example.net"}, 60, dns.RcodeSuccess, nil},
+		{"chain ends early: target asked", "half.blob.test", []string{"203.0.113.20"}, []string{"edge.example.net"}, 60, dns.RcodeSuccess, nil},
+		{"nxdomain", "nx.blob.test", nil, nil, 60, dns.RcodeNameError, ErrNXDomain},
+		{"nodata", "nodata.blob.test", nil, nil, 120, dns.RcodeSuccess, ErrNoAddress},
+		{"cname loop", "loop1.blob.test", nil, []string{"loop2.blob.test"}, 0, dns.RcodeServerFailure, ErrCNAMEChain},
+		{"ip literal", "203.0.113.5", []string{"203.0.113.5"}, nil, 0, dns.RcodeSuccess, nil},
+		{"bracketed ipv6 literal", "[2001:db8::1]", []string{"2001:db8::1"}, nil, 0, dns.RcodeSuccess, nil},
+		{"empty", "", nil, nil, 0, dns.RcodeFormatError, ErrInvalidName},
+		{"bad name", "a..b", nil, nil, 0, dns.RcodeFormatError, ErrInvalidName},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ans, err := r.LookupIP(context.Background(), tc.host)
+			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("err %v, want %v", err, tc.err)
+			}
+			var got []string
+			for _, a := range ans.Addrs {
+				got = append(got, a.String())
+			}
+			if !slices.Equal(got, tc.addrs) || !slices.Equal(ans.CNAMEs, tc.cnames) || ans.Rcode != tc.rcode {
+				t.Errorf("addrs %v cnames %v rcode %d, want %v %v %d", got, ans.CNAMEs, ans.Rcode, tc.addrs, tc.cnames, tc.rcode)
+			}
+			if tc.err == nil && tc.ttl > 0 && ans.TTL != tc.ttl {
+				t.Errorf("ttl %d, want %d", ans.TTL, tc.ttl)
+			}
+		})
+	}
+	t.Run("second lookup is cached", func(t *testing.T) {
+		ans, err := r.LookupIP(context.Background(), "x.blob.test")
+		if err != nil || !ans.Cached || ans.Upstream != up.addr {
+			t.Fatalf("got %+v %v", ans, err)
+		}
+	})
+}
+
+func TestUpstreamsFromResolvConf(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		want    []string
+		wantErr bool
+	}{
+		{"two servers", "search ec2.internal\nnameserver 10.0.0.2\nnameserver 10.0.0.3\n", []string{"10.0.0.2:53", "10.0.0.3:53"}, false},
+		{"ipv6", "nameserver fd00::53\n", []string{"[fd00::53]:53"}, false},
+		{"none", "search x\n", nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "resolv.conf")
+			if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := UpstreamsFromResolvConf(p)
+			if (err != nil) != tc.wantErr || !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v %v, want %v (error %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+	t.Run("search domains", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "resolv.conf")
+		os.WriteFile(p, []byte("search a.svc.cluster.local ec2.internal\nnameserver 10.0.0.2\n"), 0o600)
+		got, err := SearchFromResolvConf(p)
+		if err != nil || !slices.Equal(got, []string{"a.svc.cluster.local", "ec2.internal"}) {
+			t.Fatalf("got %v %v", got, err)
+		}
+	})
+}
+
+func TestConfigValidate(t *testing.T) {
+	m := metrics.New()
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"ok", Config{Upstreams: []string{"10.0.0.2", "10.0.0.3:5353", "[::1]:53"}, Metrics: m}, true},
+		{"no upstream", Config{Metrics: m}, false},
+		{"name as upstream", Config{Upstreams: []string{"dns.example.com:53"}, Metrics: m}, false},
+		{"port 0", Config{Upstreams: []string{"10.0.0.2:0"}, Metrics: m}, false},
+		{"no metrics", Config{Upstreams: []string{"10.0.0.2"}}, false},
+		{"min above max", Config{Upstreams: []string{"10.0.0.2"}, Metrics: m, MinTTL: time.Hour, MaxTTL: time.Minute}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.cfg.Validate(); (err == nil) != tc.ok {
+				t.Fatalf("Validate = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// value reads a counter or gauge (testutil would pull a module outside the
+// graph).
+func value(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}

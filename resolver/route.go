@@ -1,0 +1,172 @@
+package resolver
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/egressd/egressd/policy"
+)
+
+type route int
+
+const (
+	routeBlocked  route = iota // NXDOMAIN + EDE 15
+	routeUpstream              // the shared cache and the upstreams
+	routeCluster               // the cluster DNS, uncached
+	routeSearch                // NXDOMAIN, answered here: a search-list expansion
+)
+
+// route decides where a query of a known client goes and sets qr.dec to
+// the decision the audit record carries. Order matters: metadata names
+// first (never, in every mode); the cluster's own zones next, unless the
+// name is a search-list expansion of an allowed name; then the policy,
+// and only for a name it denies the search-expansion check (so that the
+// common allowed path costs one Decide, and expansions are not recorded as
+// denials).
+func (s *Server) route(qr *query) route {
+	host := qr.host
+	if policy.IsMetadataName(host) {
+		qr.dec = policy.Denied(policy.ReasonMetadata)
+		return routeBlocked
+	}
+	snap := s.cfg.Policy()
+	if s.isClusterName(host) {
+		if d, ok := s.searchExpansion(snap, qr.client, host); ok {
+			qr.dec = d
+			return routeSearch
+		}
+		qr.dec = policy.Decision{Verdict: policy.Allow, Reason: policy.ReasonClusterDomain, Rule: -1}
+		return routeCluster
+	}
+	name, err := policy.NormalizeHost(host)
+	if err != nil {
+		qr.dec = policy.Denied(policy.ReasonInvalidHost)
+	} else {
+		// Port 0: does any rule of the pod allow the name at all? The port
+		// is checked when the pod connects (DESIGN.md, Resolver).
+		qr.dec = snap.Decide(policy.DecideArgs{Client: qr.client, Host: name, Port: 0})
+	}
+	if !qr.dec.Allowed() {
+		if d, ok := s.searchExpansion(snap, qr.client, host); ok {
+			qr.dec = d
+			return routeSearch
+		}
+		qr.dec = qr.dec.InMode(s.cfg.Mode)
+	}
+	if qr.dec.Allowed() {
+		return routeUpstream
+	}
+	return routeBlocked
+}
+
+// isClusterName reports whether host is under the cluster domain or in a
+// reverse zone (RFC 1035 §3.5 in-addr.arpa, RFC 3596 §2.5 ip6.arpa).
+func (s *Server) isClusterName(host string) bool {
+	return under(host, s.cfg.ClusterDomain) || under(host, "in-addr.arpa") || under(host, "ip6.arpa")
+}
+
+func under(host, zone string) bool {
+	return host == zone || (len(host) > len(zone) && strings.HasSuffix(host, zone) && host[len(host)-len(zone)-1] == '.')
+}
+
+// searchExpansion recognises a name that is an allowed name with one of
+// the pod's search domains appended: "api.example.com.llm-prod.svc.cluster.local"
+// is what a stub resolver with ndots:5 asks before "api.example.com". The
+// pod's search list is known: "<ns>.svc.<cluster domain>", "svc.<cluster
+// domain>", "<cluster domain>" (Kubernetes ClusterFirst), then the node's
+// (SearchDomains). The decision returned is the one for the allowed name,
+// with reason search-expansion.
+func (s *Server) searchExpansion(snap *policy.Snapshot, c *policy.Client, host string) (policy.Decision, bool) {
+	cd := s.cfg.ClusterDomain
+	try := func(suffix string) (policy.Decision, bool) {
+		if len(host) <= len(suffix)+1 || !under(host, suffix) {
+			return policy.Decision{}, false
+		}
+		prefix := host[:len(host)-len(suffix)-1]
+		if !strings.Contains(prefix, ".") {
+			// A single label plus a search domain is an ordinary
+			// cluster or corporate name, not an expansion.
+			return policy.Decision{}, false
+		}
+		name, err := policy.NormalizeHost(prefix)
+		if err != nil {
+			return policy.Decision{}, false
+		}
+		d := snap.Decide(policy.DecideArgs{Client: c, Host: name, Port: 0})
+		if !d.Allowed() {
+			return policy.Decision{}, false
+		}
+		d.Reason = policy.ReasonSearchExpansion
+		return d, true
+	}
+	for _, suffix := range [...]string{c.Namespace + ".svc." + cd, "svc." + cd, cd} {
+		if d, ok := try(suffix); ok {
+			return d, true
+		}
+	}
+	for _, suffix := range s.suffixes {
+		if d, ok := try(suffix); ok {
+			return d, true
+		}
+	}
+	return policy.Decision{}, false
+}
+
+// stripNever removes A and AAAA records whose address is in the guard's
+// never class (metadata, link-local, unspecified, multicast): an allowed
+// name must not hand a pod the way to 169.254.169.254. It returns the
+// reason of the last class removed, or "" when nothing was. Private
+// addresses stay: whether a rule's cidrs open them is decided per
+// connection by the guard, and NetworkPolicy keeps pods from dialling them
+// directly.
+func stripNever(rrs []dns.RR) ([]dns.RR, policy.Reason) {
+	var reason policy.Reason
+	out := rrs[:0:0]
+	for _, rr := range rrs {
+		if a, ok := addrOfRR(rr); ok {
+			if cl, r := policy.Classify(a); cl == policy.ClassNever {
+				reason = r
+				continue
+			}
+		}
+		out = append(out, rr)
+	}
+	return out, reason
+}
+
+// allNever returns the never-class reason when every address is in the
+// never class, else "".
+func allNever(addrs []netip.Addr) policy.Reason {
+	var reason policy.Reason
+	for _, a := range addrs {
+		cl, r := policy.Classify(a)
+		if cl != policy.ClassNever {
+			return ""
+		}
+		reason = r
+	}
+	return reason
+}
+
+func hasAddress(rrs []dns.RR) bool {
+	for _, rr := range rrs {
+		if _, ok := addrOfRR(rr); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func addrOfRR(rr dns.RR) (netip.Addr, bool) {
+	switch v := rr.(type) {
+	case *dns.A:
+		a, ok := netip.AddrFromSlice(v.A.To4())
+		return a, ok
+	case *dns.AAAA:
+		a, ok := netip.AddrFromSlice(v.AAAA.To16())
+		return a, ok
+	}
+	return netip.Addr{}, false
+}

@@ -1,0 +1,322 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/policy"
+)
+
+// ServerConfig configures the DNS server (--dns-addr). It is separate from
+// Config because one Resolver (cache and upstreams) is shared with the
+// proxy.
+type ServerConfig struct {
+	// Addr is where Serve listens, UDP and TCP. Zero means ":5353".
+	Addr string
+	// Resolver answers allowed names; required.
+	Resolver *Resolver
+	// Policy returns the snapshot in force; required. A nil snapshot denies
+	// every name.
+	Policy func() *policy.Snapshot
+	// Identity maps a query's source IP to its pod; required.
+	Identity identity.Source
+	// Audit receives one record per query; required.
+	Audit *audit.Logger
+	// Metrics is required.
+	Metrics *metrics.Metrics
+	// Logger receives failures at debug level. Nil means discard.
+	Logger *slog.Logger
+	// Mode is enforce or audit. Zero means enforce.
+	Mode policy.Mode
+	// ClusterDomain is the cluster's DNS domain. Zero means "cluster.local".
+	ClusterDomain string
+	// ClusterDNS are the cluster's DNS servers (kube-dns), "IP[:port]",
+	// asked for names under ClusterDomain and the reverse zones. Empty means
+	// such names are answered NXDOMAIN (no cluster: a laptop run).
+	ClusterDNS []string
+	// SearchDomains are the search domains pods get from the node besides
+	// the cluster's own (for example "ec2.internal"), used to recognise
+	// search-list expansions of allowed names; see doc.go. Empty means only
+	// the cluster's own search domains are recognised. The CLI passes
+	// SearchFromResolvConf: a pod's node-level search list is egressd's own.
+	SearchDomains []string
+	// AdvertiseIP, when valid, turns on transparent mode: an allowed name
+	// that exists upstream is answered (A) with this address, so
+	// proxy-unaware clients land on the transparent listeners. Zero means
+	// not transparent.
+	AdvertiseIP netip.Addr
+	// AdvertiseIP6 is the AAAA answer in transparent mode. Zero means
+	// allowed AAAA queries get an empty NOERROR answer.
+	AdvertiseIP6 netip.Addr
+	// AdvertiseTTL caps the TTL of transparent answers, so that a policy
+	// change reaches clients soon. Zero means 30s.
+	AdvertiseTTL time.Duration
+	// UDPSize is the largest UDP answer we send to a client that
+	// advertises EDNS0; without EDNS0 it is 512 (RFC 1035 §4.2.1). Zero
+	// means 1232.
+	UDPSize uint16
+	// QueryTimeout bounds the handling of one query. Zero means 5s.
+	QueryTimeout time.Duration
+}
+
+// Validate reports configuration errors a person can act on.
+func (c ServerConfig) Validate() error {
+	var errs []error
+	if c.Resolver == nil {
+		errs = append(errs, errors.New("resolver: ServerConfig.Resolver is required"))
+	}
+	if c.Policy == nil {
+		errs = append(errs, errors.New("resolver: ServerConfig.Policy is required"))
+	}
+	if c.Identity == nil {
+		errs = append(errs, errors.New("resolver: ServerConfig.Identity is required"))
+	}
+	if c.Audit == nil {
+		errs = append(errs, errors.New("resolver: ServerConfig.Audit is required"))
+	}
+	if c.Metrics == nil {
+		errs = append(errs, errors.New("resolver: ServerConfig.Metrics is required"))
+	}
+	switch c.Mode {
+	case "", policy.ModeEnforce, policy.ModeAudit:
+	default:
+		errs = append(errs, fmt.Errorf("resolver: mode %q: want enforce or audit", c.Mode))
+	}
+	for _, u := range c.ClusterDNS {
+		if _, err := normalizeUpstream(u); err != nil {
+			errs = append(errs, fmt.Errorf("resolver: cluster DNS: %w", err))
+		}
+	}
+	if c.AdvertiseIP.IsValid() && !c.AdvertiseIP.Unmap().Is4() {
+		errs = append(errs, fmt.Errorf("resolver: advertise IP %s is not IPv4 (use AdvertiseIP6)", c.AdvertiseIP))
+	}
+	if c.AdvertiseIP6.IsValid() && !c.AdvertiseIP6.Is6() {
+		errs = append(errs, fmt.Errorf("resolver: advertise IPv6 %s is not IPv6", c.AdvertiseIP6))
+	}
+	return errors.Join(errs...)
+}
+
+// Server is the DNS server pods use. It answers only what the asking pod
+// may reach; see doc.go for the flow.
+type Server struct {
+	cfg      ServerConfig
+	cluster  *upstreams // nil without ClusterDNS
+	suffixes []string   // ClusterDomain and SearchDomains, fqdn-less, lower case
+
+	mu      sync.Mutex
+	closed  bool
+	running []*running
+}
+
+type running struct {
+	srv     *dns.Server
+	started chan struct{}
+	done    chan struct{}
+}
+
+// NewServer returns a Server for cfg after applying the defaults.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = ":5353"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = policy.ModeEnforce
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	cfg.ClusterDomain = strings.Trim(lowerASCII(cfg.ClusterDomain), ".")
+	if cfg.AdvertiseTTL == 0 {
+		cfg.AdvertiseTTL = 30 * time.Second
+	}
+	if cfg.UDPSize == 0 {
+		cfg.UDPSize = DefaultUDPSize
+	}
+	if cfg.QueryTimeout == 0 {
+		cfg.QueryTimeout = 5 * time.Second
+	}
+	cfg.AdvertiseIP = cfg.AdvertiseIP.Unmap()
+	s := &Server{cfg: cfg}
+	for _, d := range cfg.SearchDomains {
+		if d = strings.Trim(lowerASCII(d), "."); d != "" {
+			s.suffixes = append(s.suffixes, d)
+		}
+	}
+	if len(cfg.ClusterDNS) > 0 {
+		up, err := newUpstreams(cfg.ClusterDNS, cfg.Resolver.cfg.Timeout, cfg.Resolver.cfg.UDPSize, cfg.Metrics, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.cluster = up
+	}
+	return s, nil
+}
+
+// SearchFromResolvConf returns the search domains of a resolv.conf file (an
+// empty path means /etc/resolv.conf), for ServerConfig.SearchDomains.
+func SearchFromResolvConf(path string) ([]string, error) {
+	if path == "" {
+		path = "/etc/resolv.conf"
+	}
+	cc, err := dns.ClientConfigFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("resolver: read %s: %w", path, err)
+	}
+	return cc.Search, nil
+}
+
+// ErrServerClosed is returned by the Serve functions after Shutdown.
+var ErrServerClosed = errors.New("resolver: server closed")
+
+// Serve listens on Addr over UDP and TCP and serves until ctx ends or
+// Shutdown is called.
+func (s *Server) Serve(ctx context.Context) error {
+	pc, err := net.ListenPacket("udp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("resolver: listen udp %s: %w", s.cfg.Addr, err)
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		pc.Close()
+		return fmt.Errorf("resolver: listen tcp %s: %w", s.cfg.Addr, err)
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- s.ServeUDP(pc) }()
+	go func() { errc <- s.ServeTCP(ln) }()
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil && first == nil {
+		first = err
+	}
+	if errors.Is(first, ErrServerClosed) {
+		first = nil
+	}
+	return first
+}
+
+// ServeUDP serves queries arriving on pc until Shutdown. pc is closed then.
+func (s *Server) ServeUDP(pc net.PacketConn) error {
+	// 4096 bytes read buffer: queries with EDNS0 options can exceed 512.
+	return s.serve(&dns.Server{PacketConn: pc, Net: "udp", UDPSize: 4096})
+}
+
+// ServeTCP serves queries arriving on ln until Shutdown. ln is closed then.
+func (s *Server) ServeTCP(ln net.Listener) error {
+	return s.serve(&dns.Server{Listener: ln, Net: "tcp"})
+}
+
+func (s *Server) serve(srv *dns.Server) error {
+	srv.Handler = s
+	srv.MsgAcceptFunc = acceptQuery
+	r := &running{srv: srv, started: make(chan struct{}), done: make(chan struct{})}
+	srv.NotifyStartedFunc = func() { close(r.started) }
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.running = append(s.running, r)
+	s.mu.Unlock()
+	err := srv.ActivateAndServe()
+	close(r.done)
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrServerClosed
+	}
+	if err != nil {
+		return fmt.Errorf("resolver: serve %s: %w", srv.Net, err)
+	}
+	return nil
+}
+
+// Shutdown stops every listener and waits for queries in progress, up to
+// ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	rs := s.running
+	s.running = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, r := range rs {
+		select {
+		case <-r.started:
+		case <-r.done:
+			continue
+		case <-ctx.Done():
+			return fmt.Errorf("resolver: shutdown: %w", ctx.Err())
+		}
+		if err := r.srv.ShutdownContext(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("resolver: shutdown %s: %w", r.srv.Net, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// acceptQuery replaces miekg's default filter: answers are dropped
+// (never answer an answer: reflection loops), everything else reaches
+// ServeDNS, which identifies the client before it says anything else, so
+// an unknown source only ever gets REFUSED. A message that does not parse
+// is answered FORMERR by miekg with the header only: never larger than the
+// query, so no amplification.
+func acceptQuery(dh dns.Header) dns.MsgAcceptAction {
+	if dh.Bits&(1<<15) != 0 { // QR
+		return dns.MsgIgnore
+	}
+	return dns.MsgAccept
+}
+
+// ServeDNS implements dns.Handler.
+func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	src := addrOf(w.RemoteAddr())
+	udp := w.LocalAddr() != nil && w.LocalAddr().Network() == "udp"
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
+	defer cancel()
+	if resp := s.handle(ctx, src, req, udp); resp != nil {
+		if err := w.WriteMsg(resp); err != nil {
+			s.cfg.Logger.Debug("dns write failed", "client", src, "error", err)
+		}
+	}
+}
+
+func addrOf(a net.Addr) netip.Addr {
+	switch v := a.(type) {
+	case *net.UDPAddr:
+		return v.AddrPort().Addr().Unmap()
+	case *net.TCPAddr:
+		return v.AddrPort().Addr().Unmap()
+	}
+	if a == nil {
+		return netip.Addr{}
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
