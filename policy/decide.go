@@ -54,3 +54,93 @@ func (d Decision) InMode(m Mode) Decision {
 
 // Denied returns a denial with reason r and no deciding rule.
 func Denied(r Reason) Decision { return Decision{Verdict: Deny, Reason: r, Rule: -1} }
+
+// Decide returns the decision for a request. It costs O(labels of the host)
+// and does not allocate.
+//
+// In order: no client → unknown-client; a metadata name → metadata; an IP
+// literal → the guard's never class first, then allowed only inside the
+// cidrs of a rule of a selecting policy (port-not-allowed when only the
+// port differs, ip-literal otherwise); a name not in NormalizeHost form →
+// invalid-host; a name → allowed when a rule of a selecting policy matches
+// host and port, port-not-allowed when rules match the host only,
+// not-allowlisted otherwise. When several rules allow, the first policy by
+// namespace/name and then the first rule of it decides.
+func (s *Snapshot) Decide(a DecideArgs) Decision {
+	if a.Client == nil {
+		return Denied(ReasonUnknownClient)
+	}
+	if IsMetadataName(a.Host) {
+		return Denied(ReasonMetadata)
+	}
+	if looksLikeIP(a.Host) {
+		return s.decideIP(a)
+	}
+	if !isNormalName(a.Host) {
+		return Denied(ReasonInvalidHost)
+	}
+	if s == nil || a.Port < 0 || a.Port > 65535 {
+		return Denied(ReasonNotAllowlisted)
+	}
+	idx := s.ns[a.Client.Namespace]
+	if idx == nil {
+		return Denied(ReasonNotAllowlisted)
+	}
+	st := walkState{s: s, client: a.Client, port: a.Port, best: -1, lastPol: -1}
+	idx.root.walk(a.Host, true, &st)
+	switch {
+	case st.best >= 0:
+		return s.allow(st.best)
+	case st.matched:
+		return Denied(ReasonPortNotAllowed)
+	}
+	return Denied(ReasonNotAllowlisted)
+}
+
+// decideIP decides an IP-literal destination: only a rule's cidrs open one.
+func (s *Snapshot) decideIP(a DecideArgs) Decision {
+	addr, err := netip.ParseAddr(a.Host)
+	if err != nil {
+		return Denied(ReasonInvalidHost)
+	}
+	if class, reason := Classify(addr); class == ClassNever {
+		return Denied(reason)
+	}
+	if s == nil || a.Port < 0 || a.Port > 65535 {
+		return Denied(ReasonIPLiteral)
+	}
+	idx := s.ns[a.Client.Namespace]
+	if idx == nil {
+		return Denied(ReasonIPLiteral)
+	}
+	addr = plain(addr)
+	matched := false
+	// Rules with cidrs are few; they are scanned in order of precedence.
+	for _, num := range idx.cidrs {
+		r := &s.rules[num]
+		if !inCIDRs(r.cidrs, addr) || !s.pols[r.pol].selects(a.Client) {
+			continue
+		}
+		if r.allowsPort(a.Port) {
+			return s.allow(num)
+		}
+		matched = true
+	}
+	if matched {
+		return Denied(ReasonPortNotAllowed)
+	}
+	return Denied(ReasonIPLiteral)
+}
+
+func (s *Snapshot) allow(num int32) Decision {
+	r := &s.rules[num]
+	return Decision{
+		Verdict: Allow,
+		Reason:  ReasonAllowed,
+		Policy:  s.pols[r.pol].id,
+		Rule:    r.index,
+		Purpose: r.purpose,
+		Owner:   r.owner,
+		CIDRs:   r.cidrs,
+	}
+}

@@ -1,6 +1,9 @@
 package policy
 
-import "net/netip"
+import (
+	"net/netip"
+	"strings"
+)
 
 // Class is what the guard makes of an address.
 type Class int
@@ -12,50 +15,148 @@ const (
 	ClassNever                // no rule can open it
 )
 
+// String returns "public", "private" or "never".
+func (c Class) String() string {
+	switch c {
+	case ClassPublic:
+		return "public"
+	case ClassPrivate:
+		return "private"
+	case ClassNever:
+		return "never"
+	}
+	return "unknown"
+}
+
 // GuardConfig configures a Guard. The zero value is a guard with the built-in
 // classes only.
 type GuardConfig struct {
 	// ExtraPrivate are ranges treated as private in addition to the built-in
-	// ones (the cluster's pod and service CIDRs).
+	// ones (the cluster's pod and service CIDRs). Nil means none.
 	ExtraPrivate []netip.Prefix
 	// Self are egressd's own listening sockets: never dialled. An
 	// unspecified address (0.0.0.0:3128) matches that port on any local
-	// address the caller lists in SelfAddrs.
+	// address the caller lists in SelfAddrs. Nil means none.
 	Self []netip.AddrPort
 	// SelfAddrs are the machine's own addresses, used with unspecified
-	// entries of Self.
+	// entries of Self; loopback addresses always count. Nil means loopback
+	// only.
 	SelfAddrs []netip.Addr
 }
 
-// Guard classifies every address egressd is about to dial.
+// Guard classifies every address egressd is about to dial. It is immutable
+// and safe for concurrent use; the zero value and nil use the built-in
+// classes only.
 type Guard struct {
 	cfg GuardConfig
 }
 
-// NewGuard returns a guard for cfg.
-func NewGuard(cfg GuardConfig) *Guard { return &Guard{cfg: cfg} }
+// NewGuard returns a guard for cfg. Addresses in cfg are unmapped and
+// unzoned once here, so that Permit compares like with like.
+func NewGuard(cfg GuardConfig) *Guard {
+	c := GuardConfig{
+		ExtraPrivate: append([]netip.Prefix(nil), cfg.ExtraPrivate...),
+		Self:         make([]netip.AddrPort, 0, len(cfg.Self)),
+		SelfAddrs:    make([]netip.Addr, 0, len(cfg.SelfAddrs)),
+	}
+	for _, ap := range cfg.Self {
+		c.Self = append(c.Self, netip.AddrPortFrom(plain(ap.Addr()), ap.Port()))
+	}
+	for _, a := range cfg.SelfAddrs {
+		c.SelfAddrs = append(c.SelfAddrs, plain(a))
+	}
+	for i, p := range c.ExtraPrivate {
+		c.ExtraPrivate[i] = p.Masked()
+	}
+	return &Guard{cfg: c}
+}
+
+// plain drops a zone and unmaps an IPv4-mapped address.
+func plain(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
 
 // Permit reports whether the request decided by d may dial ap, and if not,
 // the reason naming the class that refused. It is the last check before a
 // dial; the caller dials exactly ap.
+//
+// Order: a denied decision stays denied; the never class (metadata,
+// link-local, reserved); egressd's own listeners (self); private addresses,
+// built-in or ExtraPrivate, only inside one of d.CIDRs; public addresses.
+// Audit mode does not reach here softened for never: InMode keeps those
+// denials, and the guard's own never answer does not depend on d.
 func (g *Guard) Permit(d Decision, ap netip.AddrPort) (bool, Reason) {
-	panicTODO()
+	a := plain(ap.Addr())
+	class, reason := Classify(a)
+	if class == ClassNever {
+		return false, reason
+	}
+	if !d.Allowed() {
+		return false, d.Reason
+	}
+	if g != nil && g.isSelf(a, ap.Port()) {
+		return false, ReasonSelf
+	}
+	if class == ClassPublic && (g == nil || !containsAny(g.cfg.ExtraPrivate, a)) {
+		return true, ReasonAllowed
+	}
+	if inCIDRs(d.CIDRs, a) {
+		return true, ReasonAllowed
+	}
 	return false, ReasonPrivate
 }
 
-// Classify returns the built-in class of a and the reason that class gives
-// for a denial (ReasonAllowed for public). IPv4 embedded in IPv6 (mapped,
-// compatible, NAT64, 6to4, Teredo) is classified by its IPv4 part.
-func Classify(a netip.Addr) (Class, Reason) {
-	panicTODO()
-	return ClassNever, ReasonReserved
+// inCIDRs reports whether a rule's cidrs hold a, or the IPv4 address a
+// embeds (a NAT64 address reaches that IPv4 peer).
+func inCIDRs(cidrs []netip.Prefix, a netip.Addr) bool {
+	if containsAny(cidrs, a) {
+		return true
+	}
+	v4, ok := embeddedV4(a)
+	return ok && containsAny(cidrs, v4)
+}
+
+func (g *Guard) isSelf(a netip.Addr, port uint16) bool {
+	for _, s := range g.cfg.Self {
+		if s.Port() != port {
+			continue
+		}
+		if s.Addr() == a {
+			return true
+		}
+		if s.Addr().IsUnspecified() || !s.Addr().IsValid() {
+			if a.IsLoopback() {
+				return true
+			}
+			for _, l := range g.cfg.SelfAddrs {
+				if l == a {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// metadataNames are the cloud metadata host names, denied by name before
+// any lookup (GCP: metadata.google.internal, metadata.goog and the bare
+// "metadata" a search list completes; AWS: instance-data,
+// instance-data.ec2.internal).
+var metadataNames = [...]string{
+	"metadata.google.internal",
+	"metadata.goog",
+	"metadata",
+	"instance-data",
+	"instance-data.ec2.internal",
 }
 
 // IsMetadataName reports whether a normalized host name is a cloud metadata
-// name, denied before any lookup.
+// name, denied before any lookup. One trailing dot and upper case are
+// tolerated, so that a caller that skipped normalization still fails closed.
 func IsMetadataName(host string) bool {
-	panicTODO()
-	return true
+	host = strings.TrimSuffix(host, ".")
+	for _, n := range metadataNames {
+		if strings.EqualFold(host, n) {
+			return true
+		}
+	}
+	return false
 }
-
-func panicTODO() {}

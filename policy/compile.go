@@ -1,0 +1,178 @@
+package policy
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Snapshot is a compiled, immutable set of policies, safe for concurrent use.
+// The zero value and nil deny everything.
+type Snapshot struct {
+	docs  []Document       // sorted by namespace/name
+	pols  []compiledPolicy // same order as docs
+	rules []compiledRule   // by policy, then rule index: the order of precedence
+	ns    map[string]*nsIndex
+}
+
+type compiledPolicy struct {
+	id       string // "namespace/name", as Decision.Policy
+	selector labels.Selector
+	all      bool     // the selector is {}: skip matching
+	sas      []string // serviceAccountNames; empty means any
+}
+
+type compiledRule struct {
+	pol     int32
+	index   int // in its policy's spec.egress
+	ports   []uint16
+	cidrs   []netip.Prefix
+	purpose string
+	owner   string
+}
+
+// nsIndex holds the rules of one namespace: a policy selects only pods of
+// its own namespace, so a decision never looks at another one.
+type nsIndex struct {
+	root  node
+	cidrs []int32 // rules with cidrs, ascending, for IP-literal hosts
+}
+
+// Compile validates every document and builds an immutable snapshot. Any
+// invalid document makes the whole compile fail (callers keep the previous
+// snapshot in force). Two documents with one namespace/name are an error
+// wrapping ErrDuplicatePolicy.
+func Compile(docs []Document) (*Snapshot, error) {
+	var errs []error
+	seen := make(map[string]string, len(docs))
+	for _, d := range docs {
+		if err := Validate(d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		id := d.Policy.Namespace + "/" + d.Policy.Name
+		if prev, dup := seen[id]; dup {
+			errs = append(errs, fmt.Errorf("%w %s: in %s and in %s", ErrDuplicatePolicy, id, prev, d.Origin))
+			continue
+		}
+		seen[id] = d.Origin
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	s := &Snapshot{
+		docs: slices.Clone(docs),
+		pols: make([]compiledPolicy, 0, len(docs)),
+		ns:   make(map[string]*nsIndex),
+	}
+	// Precedence when several rules allow: policies by namespace/name,
+	// then rule index. Rule numbers in s.rules follow it, so the smallest
+	// allowing number wins.
+	slices.SortFunc(s.docs, func(a, b Document) int {
+		return cmp.Or(cmp.Compare(a.Policy.Namespace, b.Policy.Namespace), cmp.Compare(a.Policy.Name, b.Policy.Name))
+	})
+	for pi := range s.docs {
+		if err := s.add(int32(pi), &s.docs[pi].Policy); err != nil {
+			// Validate passed, so this is a bug, not bad input.
+			return nil, fmt.Errorf("policy: %s: %w", s.docs[pi].Origin, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Snapshot) add(pi int32, p *EgressPolicy) error {
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	if err != nil {
+		return err
+	}
+	s.pols = append(s.pols, compiledPolicy{
+		id:       p.Namespace + "/" + p.Name,
+		selector: sel,
+		all:      sel.Empty(),
+		sas:      slices.Clone(p.Spec.ServiceAccountNames),
+	})
+	idx := s.ns[p.Namespace]
+	if idx == nil {
+		idx = &nsIndex{}
+		s.ns[p.Namespace] = idx
+	}
+	for ri, r := range p.Spec.Egress {
+		cr := compiledRule{pol: pi, index: ri, purpose: r.Purpose, owner: r.Owner}
+		for _, port := range r.Ports {
+			cr.ports = append(cr.ports, uint16(port))
+		}
+		for _, c := range r.CIDRs {
+			pfx, err := parseCIDR(c)
+			if err != nil {
+				return err
+			}
+			cr.cidrs = append(cr.cidrs, pfx)
+		}
+		num := int32(len(s.rules))
+		s.rules = append(s.rules, cr)
+		if len(cr.cidrs) > 0 {
+			idx.cidrs = append(idx.cidrs, num)
+		}
+		for _, h := range r.Hosts {
+			pat, err := parsePattern(h)
+			if err != nil {
+				return err
+			}
+			idx.root.insert(pat.labels, num)
+		}
+	}
+	return nil
+}
+
+// Policies returns the documents the snapshot was compiled from, sorted by
+// namespace/name (the order of precedence). The slice is a copy.
+func (s *Snapshot) Policies() []Document {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.docs)
+}
+
+// Len returns the number of policies in the snapshot.
+func (s *Snapshot) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.docs)
+}
+
+// Rules returns the number of egress rules in the snapshot.
+func (s *Snapshot) Rules() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.rules)
+}
+
+// selects reports whether the policy selects the client (the namespace is
+// already equal: the index is per namespace). It does not allocate:
+// labels.Set is the map itself.
+func (p *compiledPolicy) selects(c *Client) bool {
+	if len(p.sas) > 0 && !slices.Contains(p.sas, c.ServiceAccount) {
+		return false
+	}
+	return p.all || p.selector.Matches(labels.Set(c.Labels))
+}
+
+// allowsPort reports whether the rule lists port; port 0 asks "any port".
+func (r *compiledRule) allowsPort(port int) bool {
+	if port == 0 {
+		return true
+	}
+	for _, p := range r.ports {
+		if int(p) == port {
+			return true
+		}
+	}
+	return false
+}

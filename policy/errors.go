@@ -1,0 +1,40 @@
+package policy
+
+import "errors"
+
+// Sentinel errors, matched with errors.Is through any wrapping.
+var (
+	// ErrParse marks a document that is not YAML, not an object, of the
+	// wrong apiVersion or kind, or that has unknown or duplicate fields.
+	ErrParse = errors.New("policy: cannot parse")
+	// ErrInvalid marks a document whose content breaks the contract
+	// (DESIGN.md "Policy: EgressPolicy"). Each problem is a *FieldError.
+	ErrInvalid = errors.New("policy: invalid")
+	// ErrInvalidHost marks a name NormalizeHost refuses.
+	ErrInvalidHost = errors.New("invalid host name")
+	// ErrInvalidPattern marks a host pattern ParsePattern refuses.
+	ErrInvalidPattern = errors.New("invalid host pattern")
+	// ErrDuplicatePolicy marks two documents with the same namespace/name.
+	ErrDuplicatePolicy = errors.New("policy: duplicate policy")
+)
+
+// FieldError is one problem of one document: where (origin and field path)
+// and what (the offending value and the cause). Validate and Compile return
+// them joined; errors.As finds the first.
+type FieldError struct {
+	Origin string // "policies/llm.yaml: document 2 (llm-prod/llm-bootstrap)"
+	Field  string // "spec.egress[1].hosts[0]"
+	Value  string // the offending value, as written
+	Err    error  // the cause; wraps ErrInvalidHost, ErrInvalidPattern, ...
+}
+
+func (e *FieldError) Error() string {
+	s := "policy: " + e.Origin + ": " + e.Field
+	if e.Value != "" {
+		s += " " + quote(e.Value)
+	}
+	return s + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause and ErrInvalid, so that errors.Is matches both.
+func (e *FieldError) Unwrap() []error { return []error{e.Err, ErrInvalid} }

@@ -1,0 +1,208 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
+)
+
+// Name limits of RFC 1035 §2.3.4: 63 octets a label, 255 on the wire, which
+// is 253 in presentation form without the trailing dot.
+const (
+	maxLabelLen = 63
+	maxNameLen  = 253
+)
+
+// idnaProfile converts Unicode names to A-labels. Choices, and why:
+//   - UTS #46 mapping for lookup (case folding, full-width forms, U+3002 as
+//     a dot): a user types names the way a browser accepts them.
+//   - Non-transitional (IDNA2008): "straße.de" is xn--strae-oqa.de, not
+//     strasse.de, as browsers and libidn2 (curl) resolve it today.
+//   - STD3 rules off, hyphen checks off: the ASCII check below is ours, so
+//     that "_srv._tcp" labels (RFC 2782; DNS allows them, RFC 2181 §11) and
+//     real names like "r3---sn-abc.googlevideo.com" are accepted, while
+//     invalid A-labels ("xn--zz") and bidi/joiner violations still fail.
+var idnaProfile = idna.New(
+	idna.MapForLookup(),
+	idna.BidiRule(),
+	idna.Transitional(false),
+	idna.CheckHyphens(false),
+	idna.CheckJoiners(true),
+	idna.StrictDomainName(false), // after MapForLookup, which sets it
+)
+
+// NormalizeHost lower-cases, removes one trailing dot, converts IDNA to
+// punycode and checks labels and length. An IP literal (also bracketed
+// IPv6) is returned in netip canonical form.
+//
+// Accepted label octets after conversion are a-z, 0-9, '-' and '_'; a label
+// is 1–63 octets and neither starts nor ends with '-'; the name is at most
+// 253 octets. The last label must not be all digits (RFC 3696 §2): "127.1"
+// or "2130706433" are IPv4 spellings to some resolvers, never names here.
+func NormalizeHost(raw string) (string, error) {
+	if raw == "" {
+		return "", fmt.Errorf("policy: host %q: empty: %w", raw, ErrInvalidHost)
+	}
+	if a, ok := parseIPLiteral(raw); ok {
+		return a.String(), nil
+	}
+	if !utf8.ValidString(raw) {
+		// IDNA would map the bad bytes to U+FFFD and yield a valid name.
+		return "", fmt.Errorf("policy: host %s: not UTF-8: %w", quote(raw), ErrInvalidHost)
+	}
+	name := strings.TrimSuffix(raw, ".")
+	if isASCII(name) {
+		name = strings.ToLower(name)
+	}
+	// Unicode, and A-labels whose punycode must be checked, go through IDNA;
+	// plain ASCII names need only the checks below.
+	if !isASCII(name) || strings.Contains(name, "xn--") {
+		var err error
+		name, err = idnaProfile.ToASCII(name)
+		if err != nil {
+			return "", fmt.Errorf("policy: host %s: %w: %w", quote(raw), ErrInvalidHost, err)
+		}
+	}
+	if err := checkName(name, false); err != nil {
+		return "", fmt.Errorf("policy: host %s: %w", quote(raw), err)
+	}
+	return name, nil
+}
+
+// parseIPLiteral accepts the IP spellings a client may send as a host:
+// dotted-quad IPv4, IPv6, and bracketed IPv6 ("[::1]", RFC 3986 §3.2.2).
+func parseIPLiteral(s string) (netip.Addr, bool) {
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		a, err := netip.ParseAddr(s[1 : len(s)-1])
+		return a, err == nil && a.Is6()
+	}
+	if !looksLikeIP(s) {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	return a, err == nil
+}
+
+// looksLikeIP reports whether s could be an IP literal: it holds a colon,
+// or only digits and dots. It lets Decide skip netip.ParseAddr (whose
+// error allocates) for ordinary names.
+func looksLikeIP(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == ':' {
+			return true
+		}
+		if c != '.' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkName validates an ASCII, lower-case name without trailing dot. With
+// wildcards, labels "*" and "**" pass (pattern.go decides where they may
+// stand). The error wraps ErrInvalidHost.
+func checkName(name string, wildcards bool) error {
+	if name == "" {
+		return fmt.Errorf("empty name: %w", ErrInvalidHost)
+	}
+	if len(name) > maxNameLen {
+		return fmt.Errorf("%d octets, more than %d: %w", len(name), maxNameLen, ErrInvalidHost)
+	}
+	last := ""
+	for rest := name; ; {
+		label, tail, more := strings.Cut(rest, ".")
+		if err := checkLabel(label, wildcards); err != nil {
+			return err
+		}
+		if !more {
+			last = label
+			break
+		}
+		rest = tail
+	}
+	if allDigits(last) {
+		return fmt.Errorf("last label %q is numeric: %w", last, ErrInvalidHost)
+	}
+	return nil
+}
+
+func checkLabel(label string, wildcards bool) error {
+	switch {
+	case label == "":
+		return fmt.Errorf("empty label: %w", ErrInvalidHost)
+	case wildcards && (label == "*" || label == "**"):
+		return nil
+	case len(label) > maxLabelLen:
+		return fmt.Errorf("label %q is %d octets, more than %d: %w", label, len(label), maxLabelLen, ErrInvalidHost)
+	case label[0] == '-' || label[len(label)-1] == '-':
+		return fmt.Errorf("label %q starts or ends with '-': %w", label, ErrInvalidHost)
+	}
+	for i := 0; i < len(label); i++ {
+		if !isLabelByte(label[i]) {
+			return fmt.Errorf("label %q holds %q: %w", label, label[i:i+1], ErrInvalidHost)
+		}
+	}
+	return nil
+}
+
+func isLabelByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isNormalName is the allocation-free check Decide makes on a name it is
+// given: the output alphabet of NormalizeHost, no empty label, no trailing
+// dot. A caller that forgot to normalize gets invalid-host, not a miss
+// that could later turn into a match.
+func isNormalName(s string) bool {
+	if s == "" || len(s) > maxNameLen || s[0] == '.' || s[len(s)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '.' {
+			if s[i-1] == '.' {
+				return false
+			}
+			continue
+		}
+		if !isLabelByte(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// quote quotes a value for an error message, cut to a readable length.
+func quote(s string) string {
+	const max = 120
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return strconv.Quote(s)
+}
