@@ -168,6 +168,7 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	}
 	defer auditCloser.Close()
 	auditLog := audit.New(audit.Config{Writers: writers, Metrics: m})
+	defer auditLog.Close() // runs before auditCloser: the file is still open
 
 	var ls listeners
 	defer ls.close()
@@ -275,6 +276,9 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	}
 	cancel()
 	g.wg.Wait()
+	if err := auditLog.Close(); err != nil {
+		log.Error("audit: final flush failed", "error", err.Error())
+	}
 	log.Info("stopped")
 	return runErr
 }

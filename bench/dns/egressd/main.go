@@ -84,12 +84,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	auditLog := audit.New(audit.Config{Writers: []io.Writer{af}, Metrics: m})
+	defer auditLog.Close()
 	srv, err := resolver.NewServer(resolver.ServerConfig{
 		Addr:     *addr,
 		Resolver: res,
 		Policy:   func() *policy.Snapshot { return snap },
 		Identity: ids,
-		Audit:    audit.New(audit.Config{Writers: []io.Writer{af}, Metrics: m}),
+		Audit:    auditLog,
 		Metrics:  m,
 		Logger:   log,
 	})

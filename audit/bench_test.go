@@ -1,0 +1,69 @@
+package audit
+
+import (
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/policy"
+)
+
+// benchRecord is a typical DNS record as the resolver writes one per query.
+func benchRecord() *Record {
+	r := &Record{Kind: KindDNS, Host: "n42.bench.test", QType: "A",
+		Client: ClientOf(netip.MustParseAddr("10.244.0.7"), &policy.Client{Namespace: "bench", Pod: "dnsperf"})}
+	r.SetDecision(policy.Decision{Verdict: policy.Allow, Reason: policy.ReasonAllowed, Policy: "bench/bench", Rule: 0})
+	r.DNS = &DNS{Answers: []string{"203.0.113.10"}, TTL: 300, Rcode: "NOERROR", MS: 0.042, Cached: true}
+	r.DurationMS = 0.042
+	return r
+}
+
+func benchWrite(b *testing.B, w io.Writer, interval time.Duration) {
+	l := New(Config{Writers: []io.Writer{w}, Metrics: metrics.New(), FlushInterval: interval})
+	tmpl := benchRecord()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		r := *tmpl
+		r.Time, r.ID = time.Time{}, ""
+		l.Write(&r)
+	}
+	b.StopTimer()
+	if err := l.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	file := func(b *testing.B) *os.File {
+		f, err := os.Create(filepath.Join(b.TempDir(), "audit.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		return f
+	}
+	b.Run("discard", func(b *testing.B) { benchWrite(b, io.Discard, 0) })
+	b.Run("file", func(b *testing.B) { benchWrite(b, file(b), 0) })
+	b.Run("file-unbatched", func(b *testing.B) { benchWrite(b, file(b), -1) })
+	b.Run("file-parallel", func(b *testing.B) {
+		l := New(Config{Writers: []io.Writer{file(b)}, Metrics: metrics.New()})
+		tmpl := benchRecord()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				r := *tmpl
+				r.Time, r.ID = time.Time{}, ""
+				l.Write(&r)
+			}
+		})
+		b.StopTimer()
+		if err := l.Close(); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
