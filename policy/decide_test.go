@@ -136,6 +136,9 @@ func TestDecide(t *testing.T) {
 		{"metadata ip", llm, "169.254.169.254", 80, ReasonMetadata, "", -1, "", 0},
 		{"link-local ip", llm, "169.254.1.1", 80, ReasonLinkLocal, "", -1, "", 0},
 		{"nat64 metadata ip", llm, "64:ff9b::a9fe:a9fe", 80, ReasonMetadata, "", -1, "", 0},
+		{"ipv6 metadata ip starting with a letter", llm, "fd00:ec2::254", 80, ReasonMetadata, "", -1, "", 0},
+		{"zoned link-local ipv6", llm, "fe80::1%eth0", 80, ReasonLinkLocal, "", -1, "", 0},
+		{"ula ipv6 outside cidrs", llm, "fd12::1", 443, ReasonIPLiteral, "", -1, "", 0},
 		{"unspecified ip", llm, "0.0.0.0", 80, ReasonReserved, "", -1, "", 0},
 		{"bad ip", llm, "1.2.3", 80, ReasonInvalidHost, "", -1, "", 0},
 	}

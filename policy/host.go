@@ -94,16 +94,21 @@ func looksLikeIP(s string) bool {
 	if s == "" {
 		return false
 	}
+	// A colon anywhere: IPv6 literals may start with a hex letter
+	// ("fe80::1", "fd00:ec2::254"); stopping at the first letter sent those
+	// to the name check, which refused them as invalid-host instead of
+	// classifying them (and made NormalizeHost("[fe80::1]") not idempotent).
+	digits := true
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == ':' {
 			return true
 		}
 		if c != '.' && (c < '0' || c > '9') {
-			return false
+			digits = false
 		}
 	}
-	return true
+	return digits
 }
 
 func isASCII(s string) bool {

@@ -40,6 +40,9 @@ func TestNormalizeHostAccept(t *testing.T) {
 		{"ipv6", "2001:DB8::1", "2001:db8::1"},
 		{"bracketed ipv6", "[2001:db8::1]", "2001:db8::1"},
 		{"mapped ipv6", "::FFFF:192.0.2.1", "::ffff:192.0.2.1"},
+		{"ipv6 starting with a letter", "FD00:EC2::254", "fd00:ec2::254"},
+		{"link-local ipv6 with zone", "fe80::1%eth0", "fe80::1%eth0"},
+		{"bracketed link-local ipv6 with zone", "[fe80::1%eth0]", "fe80::1%eth0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,13 +31,14 @@ const (
 
 // Reasons set by the proxy and the resolver around a decision.
 const (
-	ReasonSNIMismatch     Reason = "sni-mismatch"     // CONNECT host and TLS SNI differ
-	ReasonNoSNI           Reason = "no-sni"           // transparent TLS without SNI
-	ReasonResolveFailed   Reason = "resolve-failed"   // the name has no usable address
-	ReasonDialFailed      Reason = "dial-failed"      // every permitted address refused or timed out
-	ReasonBadRequest      Reason = "bad-request"      // malformed or oversized request
-	ReasonClusterDomain   Reason = "cluster-domain"   // DNS: forwarded to the cluster DNS
-	ReasonSearchExpansion Reason = "search-expansion" // DNS: an allowed name with a search domain appended
+	ReasonSNIMismatch     Reason = "sni-mismatch"         // CONNECT host and TLS SNI differ
+	ReasonNoSNI           Reason = "no-sni"               // transparent TLS without SNI
+	ReasonResolveFailed   Reason = "resolve-failed"       // the name has no usable address
+	ReasonDialFailed      Reason = "dial-failed"          // every permitted address refused or timed out
+	ReasonBadRequest      Reason = "bad-request"          // malformed or oversized request
+	ReasonClusterDomain   Reason = "cluster-domain"       // DNS: forwarded to the cluster DNS
+	ReasonSearchExpansion Reason = "search-expansion"     // DNS: an allowed name with a search domain appended
+	ReasonTooManyConns    Reason = "too-many-connections" // the client holds MaxConnsPerClient connections already
 )
 
 // Never reports whether r is denied in every mode (the guard's never class

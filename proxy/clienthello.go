@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -87,6 +88,11 @@ func handshakeMessage(b []byte) (typ byte, body []byte, err error) {
 	}
 }
 
+// isOtherTLSRecord reports whether t is a TLS record content type other
+// than handshake: change_cipher_spec, alert, application_data (RFC 8446
+// §5.1) or heartbeat (RFC 6520).
+func isOtherTLSRecord(t byte) bool { return t >= 20 && t <= 24 && t != recordHandshake }
+
 // tlsVersionByte reports whether v is the major byte of a TLS record version
 // (0x03 for SSL 3.0 to TLS 1.3).
 func tlsVersionByte(v byte) bool { return v == 3 }
@@ -107,6 +113,20 @@ func completeMessage(msg []byte) (byte, []byte, bool) {
 // errNotTLS when b does not start like a TLS handshake.
 func parseClientHello(b []byte) (clientHello, error) {
 	typ, body, err := handshakeMessage(b)
+	if errors.Is(err, errNotTLS) && len(b) > 0 && isOtherTLSRecord(b[0]) {
+		// A TLS record other than a handshake before the ClientHello (an
+		// alert, ChangeCipherSpec, ...) is not some other protocol: as
+		// not-tls it would pass unchecked, and a server that skips it
+		// (OpenSSL ignores a few warning alerts in a TLS 1.2 handshake)
+		// would then read a ClientHello whose SNI nobody compared with
+		// the CONNECT host. A ClientHello always comes first (RFC 8446 §4.1).
+		if len(b) < 2 {
+			return clientHello{}, errNeedMore
+		}
+		if tlsVersionByte(b[1]) {
+			return clientHello{}, fmt.Errorf("%w: TLS record type %d before the ClientHello", errMalformed, b[0])
+		}
+	}
 	if err != nil {
 		return clientHello{}, err
 	}

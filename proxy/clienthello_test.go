@@ -103,7 +103,7 @@ func TestParseClientHello(t *testing.T) {
 		{"zero-length record", []byte{22, 3, 1, 0, 0}, errMalformed, "", 0},
 		{"oversized record", []byte{22, 3, 1, 0x50, 0}, errMalformed, "", 0},
 		{"duplicate SNI extension", withExtension(hello, extServerName, sniExt("evil.test")), errMalformed, "", 0},
-		{"alert record first", []byte{21, 3, 3, 0, 2, 2, 40}, errNotTLS, "", 0},
+		{"alert record first", []byte{21, 3, 3, 0, 2, 2, 40}, errMalformed, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ch, err := parseClientHello(tc.in)

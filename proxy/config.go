@@ -59,6 +59,14 @@ type Config struct {
 	ResponseHeaderTimeout time.Duration
 	// MaxHeaderBytes bounds a request header; zero means 32 KiB.
 	MaxHeaderBytes int
+	// MaxConnsPerClient bounds the connections one source IP holds open at
+	// once on all listeners together (requests, tunnels and transparent
+	// connections), so that one pod, or one unknown source, cannot take
+	// every descriptor and goroutine of the proxy. Over it a connection is
+	// answered 429 (HTTP listeners) or closed (SNI listener), with a record
+	// whose reason is too-many-connections. Zero means 1024; negative means
+	// no limit.
+	MaxConnsPerClient int
 }
 
 // withDefaults returns cfg with zero values replaced by their meaning.
@@ -86,6 +94,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.MaxHeaderBytes == 0 {
 		cfg.MaxHeaderBytes = 32 << 10
+	}
+	if cfg.MaxConnsPerClient == 0 {
+		cfg.MaxConnsPerClient = 1024
 	}
 	return cfg
 }

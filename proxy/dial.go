@@ -96,7 +96,9 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 	permitted := make([]netip.AddrPort, 0, len(addrs))
 	var refused policy.Reason
 	for _, a := range addrs {
-		ap := netip.AddrPortFrom(a, uint16(ex.port))
+		// Dial the address the guard classifies: without an IPv6 zone
+		// (which would pick an interface) and IPv4-mapped as plain IPv4.
+		ap := netip.AddrPortFrom(a.WithZone("").Unmap(), uint16(ex.port))
 		ok, reason := p.cfg.Guard.Permit(ex.dec, ap)
 		if !ok {
 			// Audit mode softens a private-address refusal but never the

@@ -11,6 +11,10 @@
 //
 // Request flow, the same for CONNECT, HTTP and SNI:
 //
+//  0. accept: a source IP holding Config.MaxConnsPerClient connections
+//     (all listeners together; default 1024) gets no more: 429 with
+//     X-Egressd-Reason too-many-connections on the HTTP listeners, a plain
+//     close on the SNI listener, and a record with that reason.
 //  1. identity: the connection's source IP → pod; unknown → 403 unknown-client
 //     (every mode).
 //  2. host: policy.NormalizeHost; invalid → 400 invalid-host. Metadata names
@@ -24,7 +28,8 @@
 //  5. guard: every candidate address through Guard.Permit; refused ones are
 //     skipped; none left → 403 with the guard's reason (never class in every
 //     mode, private-address softened in audit mode).
-//  6. dial exactly the permitted ip:port, in order, falling through on
+//  6. dial exactly the permitted ip:port (zone dropped, IPv4-mapped as
+//     IPv4: what the guard classified), in order, falling through on
 //     failure; no second resolution. All failed → 502 dial-failed (504 when
 //     a connect timed out). A failure keeps the allow verdict and the rule,
 //     with the failure as reason.
@@ -32,7 +37,9 @@
 //     - CONNECT: 200, then the ClientHello is read (the first byte may wait
 //     up to IdleTimeout, the rest PeekTimeout, at most 32 KiB, reassembled
 //     across records): an SNI that differs from the CONNECT host closes the
-//     tunnel (sni-mismatch); non-TLS passes as tls.result not-tls. The
+//     tunnel (sni-mismatch); a TLS record other than a handshake first
+//     (an alert or ChangeCipherSpec some servers skip) refuses it
+//     (bad-request); other non-TLS passes as tls.result not-tls. The
 //     server's first flight gives version, cipher, ALPN (TLS 1.2 only: in
 //     1.3 the selected ALPN is encrypted) or a plaintext alert. Then both
 //     directions are spliced (Linux) with half-close, until EOF, error,
@@ -41,8 +48,10 @@
 //     no SNI → no-sni; the SNI and the listener's port are decided as above,
 //     the hello is replayed and the bytes relayed.
 //     - HTTP (absolute-form, or Host on the transparent listener): each
-//     request is decided anew, forwarded with hop-by-hop and Proxy-* fields
-//     removed and no X-Forwarded-*, over a fresh guarded connection (no
+//     request is decided anew (the URL decides in absolute form, never the
+//     Host field), forwarded with Host set to the decided name and port,
+//     hop-by-hop and Proxy-* fields removed and no X-Forwarded-*, over a
+//     fresh guarded connection (no
 //     upstream keep-alive: a pooled connection was checked for another
 //     request's decision). https:// in absolute form is refused (400): use
 //     CONNECT. Upgrade is refused on this path.

@@ -79,10 +79,12 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Scheme = "http"
 	out.URL.Host = net.JoinHostPort(ex.host, strconv.Itoa(ex.port))
 	out.URL.User = nil
-	out.Host = pr.In.Host
-	if pr.In.URL.IsAbs() {
-		out.Host = pr.In.URL.Host
-	}
+	// The Host the origin sees is the name that was decided, not the
+	// client's spelling of it: "MODELS.TEST.", a Unicode name (decided as
+	// its punycode) or a transparent request's Host port must not let a
+	// virtual host other than the decided one answer (RFC 9112 §3.2.2: the
+	// proxy replaces Host with the target URI's authority).
+	out.Host = hostHeader(ex.host, ex.port)
 	for k := range out.Header {
 		if strings.HasPrefix(k, "Proxy-") {
 			delete(out.Header, k)
@@ -184,6 +186,19 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, ho
 		ex.rec.BytesSent, ex.rec.BytesReceived = sent.Load(), cw.n.Load()
 	}()
 	p.fwd.rp.ServeHTTP(cw, r.WithContext(ctx))
+}
+
+// hostHeader is the Host field for a decided host and port: the port is
+// left out when it is the default of http (RFC 9110 §7.2), an IPv6 literal
+// is bracketed.
+func hostHeader(host string, port int) string {
+	if port == 80 {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // refuseBadRequest answers 400 bad-request.

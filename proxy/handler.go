@@ -142,6 +142,9 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		p.untrack(t)
 		return
 	}
+	if sc, ok := c.(*sniffConn); ok {
+		t.release = sc.release // net/http no longer closes sc: the tunnel does
+	}
 	client := unwrapConn(c)
 	var pre []byte
 	if n := brw.Reader.Buffered(); n > 0 {

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,12 @@ type envOpt struct {
 	idle  time.Duration
 	// lookup replaces the static test names (the real resolver test).
 	lookup Lookuper
+	// self lists the proxy listener in the guard's Self, as the CLI does.
+	self bool
+	// maxConns, headerTimeout and peekTimeout set the Config fields.
+	maxConns      int
+	headerTimeout time.Duration
+	peekTimeout   time.Duration
 }
 
 func newEnv(t *testing.T, o envOpt) *env {
@@ -129,6 +136,8 @@ func newEnv(t *testing.T, o envOpt) *env {
 	e.tlsPort = e.startTLSOrigin()
 	e.httpPort = e.startHTTPOrigin()
 
+	ln := listen(t, "127.0.0.1:0")
+	e.addr = ln.Addr().String()
 	snap := compile(t, e.policyYAML(o.extra))
 	store := identity.NewStore()
 	store.Replace([]*corev1.Pod{
@@ -150,17 +159,24 @@ func newEnv(t *testing.T, o envOpt) *env {
 	if o.lookup != nil {
 		look = o.lookup
 	}
+	var gcfg policy.GuardConfig
+	if o.self {
+		gcfg.Self = []netip.AddrPort{netip.MustParseAddrPort(ln.Addr().String())}
+	}
 	p, err := New(Config{
 		Policy:   func() *policy.Snapshot { return snap },
 		Identity: store,
 		Resolver: look,
 
-		Guard:       policy.NewGuard(policy.GuardConfig{}),
-		Audit:       audit.New(audit.Config{Writers: []io.Writer{e.sink}, Metrics: e.m}),
-		Metrics:     e.m,
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Mode:        o.mode,
-		IdleTimeout: o.idle,
+		MaxConnsPerClient: o.maxConns,
+		HeaderTimeout:     o.headerTimeout,
+		PeekTimeout:       o.peekTimeout,
+		Guard:             policy.NewGuard(gcfg),
+		Audit:             audit.New(audit.Config{Writers: []io.Writer{e.sink}, Metrics: e.m}),
+		Metrics:           e.m,
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Mode:              o.mode,
+		IdleTimeout:       o.idle,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -177,8 +193,6 @@ func newEnv(t *testing.T, o envOpt) *env {
 		return inner(ctx, network, addr)
 	}
 	e.p = p
-	ln := listen(t, "127.0.0.1:0")
-	e.addr = ln.Addr().String()
 	go p.ServeProxy(ln)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -188,7 +202,11 @@ func newEnv(t *testing.T, o envOpt) *env {
 	return e
 }
 
+// policyYAML is the test policy; extra rules may say {tls} and {http} for
+// the two origin ports and {proxy} for the proxy listener's.
 func (e *env) policyYAML(extra string) string {
+	_, proxyPort, _ := net.SplitHostPort(e.addr)
+	extra = strings.NewReplacer("{tls}", strconv.Itoa(e.tlsPort), "{http}", strconv.Itoa(e.httpPort), "{proxy}", proxyPort).Replace(extra)
 	return fmt.Sprintf(`apiVersion: egressd.dev/v1alpha1
 kind: EgressPolicy
 metadata: {name: llm-bootstrap, namespace: llm-prod}

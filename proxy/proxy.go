@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/metrics"
 )
 
@@ -22,11 +23,12 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Proxy serves the proxy and transparent listeners. Create it with New.
 type Proxy struct {
-	cfg  Config
-	log  *slog.Logger
-	m    *metrics.Metrics
-	dial dialFunc
-	fwd  *forwarder
+	cfg   Config
+	log   *slog.Logger
+	m     *metrics.Metrics
+	dial  dialFunc
+	fwd   *forwarder
+	limit *connLimit
 
 	mu        sync.Mutex
 	draining  bool
@@ -53,6 +55,7 @@ func New(cfg Config) (*Proxy, error) {
 		servers:   map[*http.Server]struct{}{},
 		listeners: map[net.Listener]struct{}{},
 		tunnels:   map[*tunnel]struct{}{},
+		limit:     newConnLimit(cfg.MaxConnsPerClient),
 	}
 	d := &net.Dialer{Timeout: cfg.DialTimeout}
 	p.dial = d.DialContext
@@ -137,9 +140,16 @@ func (p *Proxy) ServeSNI(ln net.Listener, port int) error {
 			return fmt.Errorf("proxy: accept on %s: %w", ln.Addr(), err)
 		}
 		backoff = 0
+		release := p.limit.acquire(addrOf(c.RemoteAddr()))
+		if release == nil {
+			p.refuseOverLimit(c, audit.KindSNI, false)
+			continue
+		}
 		t := newTunnel(p, c)
+		t.release = release
 		if !p.track(t) {
 			c.Close()
+			release()
 			return ErrClosed
 		}
 		go p.serveSNIConn(t, port)
@@ -211,6 +221,9 @@ func (p *Proxy) untrack(t *tunnel) {
 	p.mu.Lock()
 	delete(p.tunnels, t)
 	p.mu.Unlock()
+	if t.release != nil {
+		t.release() // the client connection is closed by now
+	}
 	p.open.Done()
 }
 

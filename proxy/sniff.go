@@ -22,12 +22,22 @@ type sniffListener struct {
 	p *Proxy
 }
 
+// Accept returns the next connection whose client is under
+// MaxConnsPerClient; one over it is answered 429 and closed here, so that
+// net/http never starts a goroutine for it.
 func (l *sniffListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		release := l.p.limit.acquire(addrOf(c.RemoteAddr()))
+		if release == nil {
+			l.p.refuseOverLimit(c, audit.KindHTTP, true)
+			continue
+		}
+		return &sniffConn{Conn: c, p: l.p, release: release}, nil
 	}
-	return &sniffConn{Conn: c, p: l.p}, nil
 }
 
 type sniffConn struct {
@@ -35,6 +45,15 @@ type sniffConn struct {
 	p *Proxy
 	// handlers counts handlers running on the connection.
 	handlers atomic.Int32
+	// release frees the client's connection slot; a hijacked connection
+	// hands it to its tunnel, which calls it when it ends.
+	release func()
+}
+
+func (c *sniffConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
 }
 
 type serverConnKey struct{}

@@ -42,6 +42,10 @@ type tunnel struct {
 	hello  *clientHello
 	server *serverHello
 	active bool // counted in ActiveTunnels
+
+	// release frees the client's slot of MaxConnsPerClient; nil when the
+	// tunnel holds none.
+	release func()
 }
 
 func newTunnel(p *Proxy, client net.Conn) *tunnel {
@@ -82,6 +86,9 @@ func (t *tunnel) closeBoth() {
 	}
 	if t.upstream != nil {
 		t.upstream.Close()
+	}
+	if t.release != nil {
+		t.release() // the client's slot frees with its connection
 	}
 }
 

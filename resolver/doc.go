@@ -29,7 +29,10 @@
 //
 //  1. Source IP → pod (identity.Source). Unknown or ambiguous: REFUSED with
 //     EDE 18 (Prohibited), nothing else said, nothing asked upstream, in
-//     every mode: never an open resolver.
+//     every mode: never an open resolver. Over UDP (a source that may be
+//     spoofed) the answer is never larger than the query: the EDE text,
+//     then the EDE, then the OPT record and the question are dropped until
+//     it fits, so egressd amplifies nothing.
 //  2. Not a query, not exactly one question (RFC 9619), not class IN,
 //     AXFR/IXFR, EDNS version > 0: NOTIMP, FORMERR, REFUSED, REFUSED,
 //     BADVERS; reason bad-request.
@@ -65,7 +68,11 @@
 //     shared cache. A and AAAA records in the guard's never class
 //     (metadata, link-local, ...) are stripped from the answer; when that
 //     leaves no address the name is denied NXDOMAIN + EDE 15 with the
-//     class's reason, in every mode. Private addresses stay: whether a
+//     class's reason, in every mode. Never-class addresses are also
+//     removed from the authority section, from the ipv4hint/ipv6hint of
+//     HTTPS and SVCB records, and from cluster DNS answers (step 5: anyone
+//     who may create a headless Service's endpoints could otherwise point
+//     a cluster name at 169.254.169.254). Private addresses stay: whether a
 //     rule's cidrs open them is decided per connection by the proxy's
 //     guard, and NetworkPolicy keeps pods from dialling them directly.
 //  8. Transparent mode (AdvertiseIP set): an allowed A query is answered

@@ -140,9 +140,19 @@ func (s *Server) forward(ctx context.Context, qr *query) *dns.Msg {
 		qr.dec = policy.Denied(never)
 		return s.blocked(qr)
 	}
+	stripNeverHints(answer)
 	resp := s.reply(qr, res.Msg.Rcode)
-	resp.Answer, resp.Ns = answer, res.Msg.Ns
+	// The authority section is stripped too: nothing of an answer may
+	// carry a never-class address to the pod.
+	resp.Answer, resp.Ns = answer, withoutNever(res.Msg.Ns)
 	return resp
+}
+
+// withoutNever is stripNever without the reason, for sections where an
+// address is only a by-product.
+func withoutNever(rrs []dns.RR) []dns.RR {
+	out, _ := stripNever(rrs)
+	return out
 }
 
 // transparent answers A (AAAA) of an allowed name with the advertised
@@ -197,7 +207,11 @@ func (s *Server) forwardCluster(ctx context.Context, qr *query) *dns.Msg {
 	}
 	qr.res = &Result{Msg: resp, Upstream: addr, Duration: time.Since(start)}
 	out := s.reply(qr, resp.Rcode)
-	out.Answer, out.Ns = withoutOPT(resp.Answer), withoutOPT(resp.Ns)
+	// The cluster DNS is not trusted with never-class addresses either:
+	// anyone who may create a headless Service's endpoints can point a
+	// cluster name at 169.254.169.254.
+	out.Answer, out.Ns = withoutNever(withoutOPT(resp.Answer)), withoutNever(withoutOPT(resp.Ns))
+	stripNeverHints(out.Answer)
 	return out
 }
 
@@ -242,8 +256,43 @@ func (s *Server) finish(qr *query, resp *dns.Msg) *dns.Msg {
 	// RFC 1035 §4.2.1 / RFC 6891 §7: bounded answers; TC sends the client
 	// to TCP. This is also what keeps us from being an amplifier.
 	resp.Truncate(size)
+	if qr.udp && qr.client == nil {
+		noLargerThanQuery(resp, qr.req)
+	}
 	s.record(qr, resp)
 	return resp
+}
+
+// noLargerThanQuery shrinks the answer to a source that is no pod until it
+// is no larger than its query: over UDP that source may be spoofed, and a
+// REFUSED that grew by its EDE text would make egressd a (small)
+// amplifier towards the victim. It drops, in order, the EDE text, the EDE,
+// the OPT record and the question.
+func noLargerThanQuery(resp, req *dns.Msg) {
+	limit := req.Len()
+	for step := 0; resp.Len() > limit && step < 4; step++ {
+		switch step {
+		case 0, 1:
+			opt := resp.IsEdns0()
+			if opt == nil {
+				continue
+			}
+			for i, o := range opt.Option {
+				if e, ok := o.(*dns.EDNS0_EDE); ok {
+					if step == 0 {
+						opt.Option[i] = &dns.EDNS0_EDE{InfoCode: e.InfoCode}
+					} else {
+						opt.Option = append(opt.Option[:i], opt.Option[i+1:]...)
+					}
+					break
+				}
+			}
+		case 2:
+			resp.Extra = nil
+		case 3:
+			resp.Question = nil
+		}
+	}
 }
 
 func typeString(t uint16) string {

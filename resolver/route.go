@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"net"
 	"net/netip"
 	"strings"
 
@@ -134,6 +135,58 @@ func stripNever(rrs []dns.RR) ([]dns.RR, policy.Reason) {
 		out = append(out, rr)
 	}
 	return out, reason
+}
+
+// stripNeverHints removes never-class addresses from the ipv4hint and
+// ipv6hint of SVCB and HTTPS records (RFC 9460 §7.3), in place: a client
+// that connects by the hints (browsers do, before A/AAAA arrive) must not
+// learn 169.254.169.254 from an allowed name any more than from its A
+// record. A hint left empty is removed (an empty hint is malformed).
+func stripNeverHints(rrs []dns.RR) {
+	for _, rr := range rrs {
+		var svcb *dns.SVCB
+		switch v := rr.(type) {
+		case *dns.SVCB:
+			svcb = v
+		case *dns.HTTPS:
+			svcb = &v.SVCB
+		default:
+			continue
+		}
+		kept := svcb.Value[:0]
+		for _, kv := range svcb.Value {
+			switch h := kv.(type) {
+			case *dns.SVCBIPv4Hint:
+				h.Hint = publicIPs(h.Hint)
+				if len(h.Hint) == 0 {
+					continue
+				}
+			case *dns.SVCBIPv6Hint:
+				h.Hint = publicIPs(h.Hint)
+				if len(h.Hint) == 0 {
+					continue
+				}
+			}
+			kept = append(kept, kv)
+		}
+		svcb.Value = kept
+	}
+}
+
+// publicIPs returns ips without the never-class ones, reusing ips.
+func publicIPs(ips []net.IP) []net.IP {
+	out := ips[:0]
+	for _, ip := range ips {
+		a, ok := netip.AddrFromSlice(ip)
+		if !ok {
+			continue
+		}
+		if cl, _ := policy.Classify(a); cl == policy.ClassNever {
+			continue
+		}
+		out = append(out, ip)
+	}
+	return out
 }
 
 // allNever returns the never-class reason when every address is in the

@@ -45,6 +45,7 @@ type runOptions struct {
 	drainTimeout  time.Duration
 	reloadEvery   time.Duration
 	logLevel      string
+	maxConns      int
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -68,6 +69,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long open tunnels may drain before they are cut")
 	fs.DurationVar(&o.reloadEvery, "reload-interval", time.Second, "how often policy and pods files are checked for changes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (operational log on stderr)")
+	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy listeners (0: 1024; negative: no limit)")
 }
 
 // validate checks the flags with errors a person can act on.
