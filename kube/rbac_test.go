@@ -1,0 +1,156 @@
+package kube_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/egressd/egressd/internal/k8stest"
+	"github.com/egressd/egressd/kube"
+	"github.com/egressd/egressd/policy"
+)
+
+// TestRoleYAMLMatchesRules holds config/rbac/role.yaml (which the chart
+// mirrors) to RoleRules.
+func TestRoleYAMLMatchesRules(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	var roles []rbacv1.Role
+	for {
+		var r rbacv1.Role
+		if err := dec.Decode(&r); err != nil {
+			break
+		}
+		if r.Kind == "Role" {
+			roles = append(roles, r)
+		}
+	}
+	if len(roles) != 2 {
+		t.Fatalf("role.yaml: %d Roles, want 2 (egressd, egressd-netpol-apply)", len(roles))
+	}
+	all := kube.RoleRules(true)
+	if !reflect.DeepEqual(roles[0].Rules, kube.RoleRules(false)) {
+		t.Errorf("Role %s rules %+v, want %+v", roles[0].Name, roles[0].Rules, kube.RoleRules(false))
+	}
+	if !reflect.DeepEqual(roles[1].Rules, all[len(kube.RoleRules(false)):]) {
+		t.Errorf("Role %s rules %+v, want %+v", roles[1].Name, roles[1].Rules, all[len(kube.RoleRules(false)):])
+	}
+}
+
+// serviceAccountClients creates a ServiceAccount bound to a Role holding
+// exactly rules, and returns clients that authenticate with its token
+// (TokenRequest API).
+func serviceAccountClients(t *testing.T, env *k8stest.Env, ns, name string, rules []rbacv1.PolicyRule) (kubernetes.Interface, dynamic.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	c := env.Client
+	if _, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token request: %v", err)
+	}
+	cfg := env.UserConfig(tr.Status.Token)
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc, dc
+}
+
+// TestRBACLeastPrivilege runs the controller as a ServiceAccount bound to
+// exactly RoleRules(false): it syncs and writes status; verbs outside the
+// Role are forbidden. RoleRules(true) adds exactly what --apply needs.
+func TestRBACLeastPrivilege(t *testing.T) {
+	env := k8stest.Shared(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	kc, dc := serviceAccountClients(t, env, ns, "egressd", kube.RoleRules(false))
+
+	res := env.Dynamic.Resource(kube.EgressPolicyResource).Namespace(ns)
+	if _, err := res.Create(ctx, egp(t, ns, "metadata: {name: p}\nspec: {egress: [{hosts: [models.example.com], ports: [443]}]}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	makePod(t, env.Client, ns, podSpec{name: "web", ip: "10.244.1.7", phase: corev1.PodRunning})
+
+	h := run(t, ns, kc, dc)
+	waitAccepted(t, res, "p", metav1.ConditionTrue, kube.ReasonValid) // status written with the SA's rights
+	eventually(t, "identity", func() bool { return h.store.Known() == 1 })
+	eventually(t, "policy", func() bool { return allows(h, ns, "models.example.com") })
+
+	forbidden := []struct {
+		name string
+		do   func() error
+	}{
+		{"delete pods", func() error { return kc.CoreV1().Pods(ns).Delete(ctx, "web", metav1.DeleteOptions{}) }},
+		{"list secrets", func() error { _, err := kc.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); return err }},
+		{"get pods (list/watch only)", func() error { _, err := kc.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{}); return err }},
+		{"list pods in another namespace", func() error { _, err := kc.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); return err }},
+		{"update egresspolicies", func() error {
+			u, err := res.Get(ctx, "p", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			_, err = dc.Resource(kube.EgressPolicyResource).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
+			return err
+		}},
+		{"delete egresspolicies", func() error {
+			return dc.Resource(kube.EgressPolicyResource).Namespace(ns).Delete(ctx, "p", metav1.DeleteOptions{})
+		}},
+		{"apply networkpolicies without --apply rights", func() error {
+			_, err := kube.ApplyNetworkPolicies(ctx, kc, policy.NetworkPolicies(policy.NetpolOptions{Namespace: ns}))
+			return err
+		}},
+	}
+	for _, tc := range forbidden {
+		t.Run("forbidden/"+tc.name, func(t *testing.T) {
+			if err := tc.do(); !apierrors.IsForbidden(err) {
+				t.Fatalf("got %v, want Forbidden", err)
+			}
+		})
+	}
+
+	t.Run("apply rights", func(t *testing.T) {
+		akc, _ := serviceAccountClients(t, env, ns, "egressd-apply", kube.RoleRules(true))
+		opts := policy.NetpolOptions{Namespace: ns}
+		if _, err := kube.ApplyNetworkPolicies(ctx, akc, policy.NetworkPolicies(opts)); err != nil {
+			t.Fatalf("apply: %v", err)
+		}
+		if found, err := kube.CheckNamespace(ctx, akc, opts); err != nil || len(found) != 0 {
+			t.Fatalf("check: %v %v", found, err)
+		}
+		if err := akc.NetworkingV1().NetworkPolicies(ns).Delete(ctx, policy.NetpolEgressdName, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("delete networkpolicies: got %v, want Forbidden", err)
+		}
+	})
+}

@@ -1,0 +1,415 @@
+package chart_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// valueSets are the configurations every test renders: defaults and every
+// option on.
+func valueSets(t testing.TB) []struct {
+	name  string
+	files []string
+} {
+	return []struct {
+		name  string
+		files []string
+	}{
+		{"defaults", nil},
+		{"all-on", []string{allOnValues(t)}},
+	}
+}
+
+func TestLintStrict(t *testing.T) {
+	for _, vs := range valueSets(t) {
+		t.Run(vs.name, func(t *testing.T) {
+			args := []string{"lint", "--strict", chartDir(t), "--namespace", "llm-prod", "--kube-version", kubeVersion}
+			for _, f := range vs.files {
+				args = append(args, "--values", f)
+			}
+			if out, err := runHelm(t, args...); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// TestRejects holds the schema and the template guards to their word: a bad
+// value fails the render with a message, never a silently wrong manifest.
+func TestRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		sets []string
+		want string // substring of the error
+	}{
+		{"unknown top-level key", []string{"replicas=3"}, "replicas"},
+		{"unknown nested key", []string{"service.type=LoadBalancer"}, "type"},
+		{"bad mode", []string{"mode=permissive"}, "mode"},
+		{"port out of range", []string{"service.proxyPort=70000"}, "proxyPort"},
+		{"grace not above drain", []string{"drainTimeoutSeconds=60", "terminationGracePeriodSeconds=60"}, "must exceed drainTimeoutSeconds"},
+		{"transparent without address", []string{"transparent.sni.enabled=true"}, "service.clusterIP"},
+		{"policy rule without ports", []string{"policies[0].name=p", "policies[0].spec.podSelector.matchLabels.app=x", "policies[0].spec.egress[0].hosts[0]=a.example.com"}, "ports"},
+		{"bad image digest", []string{"image.digest=latest"}, "digest"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := renderErr(t, "llm-prod", nil, c.sets...)
+			if err == nil {
+				t.Fatalf("rendered without error; want one mentioning %q:\n%s", c.want, out)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error does not mention %q: %v", c.want, err)
+			}
+		})
+	}
+}
+
+func fromUnstructured[T any](t testing.TB, u *unstructured.Unstructured) *T {
+	t.Helper()
+	var v T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &v, true); err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return &v
+}
+
+func TestDeployment(t *testing.T) {
+	cases := []struct {
+		name      string
+		files     []string
+		replicas  int32
+		wantArgs  []string // consecutive flag/value pairs that must appear
+		noArgs    []string // flags that must not appear
+		ports     []string // container port names
+		drainSecs int64
+	}{
+		{
+			name: "defaults", replicas: 2, drainSecs: 30,
+			wantArgs: []string{"run", "--kube", "--namespace $(POD_NAMESPACE)", "--proxy-addr :3128", "--dns-addr :5353",
+				"--metrics-addr :9090", "--mode enforce", "--cluster-domain cluster.local", "--drain-timeout 30s"},
+			noArgs: []string{"--sni-addr", "--http-addr", "--advertise-ip", "--upstream-dns", "--cluster-dns", "--private-cidr"},
+			ports:  []string{"proxy", "dns-udp", "dns-tcp", "metrics"},
+		},
+		{
+			name: "all-on", files: []string{allOnValues(t)}, replicas: 3, drainSecs: 60,
+			wantArgs: []string{"run", "--kube", "--namespace $(POD_NAMESPACE)", "--mode audit", "--drain-timeout 60s",
+				"--sni-addr :8443=443", "--http-addr :8080=80", "--advertise-ip 10.96.0.53",
+				"--upstream-dns 10.96.0.10:53", "--upstream-dns 10.96.0.11:53", "--cluster-dns 10.96.0.10:53", "--log-level debug",
+				"--private-cidr 100.64.0.0/10", "--private-cidr fd00:10:96::/112"},
+			ports: []string{"proxy", "dns-udp", "dns-tcp", "sni", "http", "metrics"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objs := render(t, "llm-prod", c.files)
+			d := fromUnstructured[appsv1.Deployment](t, find(t, objs, "Deployment", "egressd"))
+			if got := *d.Spec.Replicas; got != c.replicas {
+				t.Errorf("replicas = %d, want %d", got, c.replicas)
+			}
+			if d.Spec.Template.Labels["app.kubernetes.io/name"] != "egressd" {
+				t.Errorf("pod label app.kubernetes.io/name = %q, want egressd (the label netpol selects)", d.Spec.Template.Labels["app.kubernetes.io/name"])
+			}
+			if len(d.Spec.Template.Spec.TopologySpreadConstraints) == 0 {
+				t.Error("no topologySpreadConstraints")
+			}
+			ps := d.Spec.Template.Spec
+			if g := ps.TerminationGracePeriodSeconds; g == nil || *g <= c.drainSecs {
+				t.Errorf("terminationGracePeriodSeconds = %v, want > drain timeout %d", g, c.drainSecs)
+			}
+			if ps.SecurityContext == nil || ps.SecurityContext.RunAsNonRoot == nil || !*ps.SecurityContext.RunAsNonRoot ||
+				ps.SecurityContext.SeccompProfile == nil || ps.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod securityContext = %+v, want runAsNonRoot and seccomp RuntimeDefault", ps.SecurityContext)
+			}
+			if len(ps.Containers) != 1 {
+				t.Fatalf("%d containers, want 1", len(ps.Containers))
+			}
+			ctr := ps.Containers[0]
+			checkContainerSecurity(t, ctr)
+			args := " " + strings.Join(ctr.Args, " ") + " "
+			for _, a := range c.wantArgs {
+				if !strings.Contains(args, " "+a+" ") {
+					t.Errorf("args lack %q: %v", a, ctr.Args)
+				}
+			}
+			for _, a := range c.noArgs {
+				if slices.Contains(ctr.Args, a) {
+					t.Errorf("args hold %q: %v", a, ctr.Args)
+				}
+			}
+			if len(ctr.Env) == 0 || ctr.Env[0].Name != "POD_NAMESPACE" || ctr.Env[0].ValueFrom == nil ||
+				ctr.Env[0].ValueFrom.FieldRef == nil || ctr.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+				t.Errorf("env = %+v, want POD_NAMESPACE from metadata.namespace", ctr.Env)
+			}
+			var names []string
+			for _, p := range ctr.Ports {
+				names = append(names, p.Name)
+			}
+			if !slices.Equal(names, c.ports) {
+				t.Errorf("container ports = %v, want %v", names, c.ports)
+			}
+			for _, probe := range []struct {
+				name string
+				p    *corev1.Probe
+				path string
+			}{{"liveness", ctr.LivenessProbe, "/healthz"}, {"readiness", ctr.ReadinessProbe, "/readyz"}} {
+				if probe.p == nil || probe.p.HTTPGet == nil || probe.p.HTTPGet.Path != probe.path || probe.p.HTTPGet.Port.String() != "metrics" {
+					t.Errorf("%s probe = %+v, want GET %s on the metrics port", probe.name, probe.p, probe.path)
+				}
+			}
+			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				if _, ok := ctr.Resources.Requests[r]; !ok {
+					t.Errorf("no %s request", r)
+				}
+			}
+			if _, ok := ctr.Resources.Limits[corev1.ResourceMemory]; !ok {
+				t.Error("no memory limit")
+			}
+		})
+	}
+}
+
+func checkContainerSecurity(t *testing.T, c corev1.Container) {
+	t.Helper()
+	sc := c.SecurityContext
+	if sc == nil {
+		t.Fatal("container has no securityContext")
+	}
+	for _, b := range []struct {
+		name string
+		v    *bool
+		want bool
+	}{
+		{"runAsNonRoot", sc.RunAsNonRoot, true},
+		{"readOnlyRootFilesystem", sc.ReadOnlyRootFilesystem, true},
+		{"allowPrivilegeEscalation", sc.AllowPrivilegeEscalation, false},
+	} {
+		if b.v == nil || *b.v != b.want {
+			t.Errorf("securityContext.%s = %v, want %v", b.name, b.v, b.want)
+		}
+	}
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("capabilities = %+v, want drop ALL, add none", sc.Capabilities)
+	}
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("seccompProfile = %+v, want RuntimeDefault", sc.SeccompProfile)
+	}
+}
+
+func TestService(t *testing.T) {
+	type port struct {
+		name   string
+		port   int32
+		target string
+		proto  corev1.Protocol
+	}
+	base := []port{
+		{"proxy", 3128, "proxy", corev1.ProtocolTCP},
+		{"dns-udp", 53, "dns-udp", corev1.ProtocolUDP},
+		{"dns-tcp", 53, "dns-tcp", corev1.ProtocolTCP},
+	}
+	metricsPort := port{"metrics", 9090, "metrics", corev1.ProtocolTCP}
+	cases := []struct {
+		name      string
+		files     []string
+		want      []port
+		clusterIP string
+	}{
+		{"defaults", nil, append(slices.Clone(base), metricsPort), ""},
+		{"all-on", []string{allOnValues(t)}, append(slices.Clone(base),
+			port{"sni", 443, "sni", corev1.ProtocolTCP}, port{"http", 80, "http", corev1.ProtocolTCP}, metricsPort), "10.96.0.53"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objs := render(t, "llm-prod", c.files)
+			svc := fromUnstructured[corev1.Service](t, find(t, objs, "Service", "egressd"))
+			var got []port
+			for _, p := range svc.Spec.Ports {
+				got = append(got, port{p.Name, p.Port, p.TargetPort.String(), p.Protocol})
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("ports = %+v\nwant %+v", got, c.want)
+			}
+			if svc.Spec.ClusterIP != c.clusterIP {
+				t.Errorf("clusterIP = %q, want %q", svc.Spec.ClusterIP, c.clusterIP)
+			}
+			// Target ports are names: each must be a container port of the
+			// Deployment with the same protocol (53 → 5353 for DNS).
+			d := fromUnstructured[appsv1.Deployment](t, find(t, objs, "Deployment", "egressd"))
+			ctrPorts := map[string]corev1.ContainerPort{}
+			for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
+				ctrPorts[p.Name] = p
+			}
+			for _, p := range svc.Spec.Ports {
+				cp, ok := ctrPorts[p.TargetPort.String()]
+				if !ok || cp.Protocol != p.Protocol {
+					t.Errorf("service port %s targets %q, which is no %s container port", p.Name, p.TargetPort.String(), p.Protocol)
+				}
+			}
+			if cp := ctrPorts["dns-udp"]; cp.ContainerPort != 5353 {
+				t.Errorf("DNS container port = %d, want 5353", cp.ContainerPort)
+			}
+		})
+	}
+}
+
+// configRoles reads config/rbac/role.yaml, the Roles of issue 4 that the
+// chart mirrors, by name.
+func configRoles(t testing.TB) map[string]*rbacv1.Role {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatalf("the chart mirrors config/rbac/role.yaml: %v", err)
+	}
+	objs, err := decodeObjects(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]*rbacv1.Role{}
+	for _, o := range ofKind(objs, "Role") {
+		roles[o.GetName()] = fromUnstructured[rbacv1.Role](t, o)
+	}
+	return roles
+}
+
+func TestRBAC(t *testing.T) {
+	want := configRoles(t)
+	cases := []struct {
+		name  string
+		files []string
+		roles []string // chart Roles, named as in config/rbac/role.yaml
+		sa    string
+	}{
+		{"defaults", nil, []string{"egressd"}, "egressd"},
+		{"all-on", []string{allOnValues(t)}, []string{"egressd", "egressd-netpol-apply"}, "egressd-sa"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objs := render(t, "llm-prod", c.files)
+			if got := len(ofKind(objs, "Role")); got != len(c.roles) {
+				t.Errorf("%d Roles rendered, want %d", got, len(c.roles))
+			}
+			for _, name := range c.roles {
+				w, ok := want[name]
+				if !ok {
+					t.Fatalf("config/rbac/role.yaml has no Role %q", name)
+				}
+				role := fromUnstructured[rbacv1.Role](t, find(t, objs, "Role", name))
+				if got, want := canonRules(role.Rules), canonRules(w.Rules); !slices.Equal(got, want) {
+					t.Errorf("Role %s rules = %v\nconfig/rbac/role.yaml: %v", name, got, want)
+				}
+				rb := fromUnstructured[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", name))
+				if rb.RoleRef.Name != name || rb.RoleRef.Kind != "Role" || len(rb.Subjects) != 1 ||
+					rb.Subjects[0].Kind != "ServiceAccount" || rb.Subjects[0].Name != c.sa || rb.Subjects[0].Namespace != "llm-prod" {
+					t.Errorf("RoleBinding %s = %+v, want Role %s bound to ServiceAccount llm-prod/%s", name, rb, name, c.sa)
+				}
+			}
+			find(t, objs, "ServiceAccount", c.sa)
+			d := fromUnstructured[appsv1.Deployment](t, find(t, objs, "Deployment", "egressd"))
+			if d.Spec.Template.Spec.ServiceAccountName != c.sa {
+				t.Errorf("pod serviceAccountName = %q, want %q", d.Spec.Template.Spec.ServiceAccountName, c.sa)
+			}
+		})
+	}
+}
+
+// canonRules flattens rules into sorted "group/resource:verb" strings, so
+// that equal permissions compare equal however they are grouped.
+func canonRules(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					out = append(out, g+"/"+res+":"+v)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestPodDisruptionBudget(t *testing.T) {
+	for _, vs := range valueSets(t) {
+		t.Run(vs.name, func(t *testing.T) {
+			objs := render(t, "llm-prod", vs.files)
+			pdb := fromUnstructured[policyv1.PodDisruptionBudget](t, find(t, objs, "PodDisruptionBudget", "egressd"))
+			d := fromUnstructured[appsv1.Deployment](t, find(t, objs, "Deployment", "egressd"))
+			if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() < 1 || int32(pdb.Spec.MinAvailable.IntValue()) >= *d.Spec.Replicas {
+				t.Errorf("minAvailable = %v with %d replicas: want at least 1 and fewer than the replicas (a drain must be possible)", pdb.Spec.MinAvailable, *d.Spec.Replicas)
+			}
+			for k, v := range pdb.Spec.Selector.MatchLabels {
+				if d.Spec.Template.Labels[k] != v {
+					t.Errorf("PDB selector %s=%s does not match the pods", k, v)
+				}
+			}
+		})
+	}
+}
+
+func TestEgressPolicies(t *testing.T) {
+	t.Run("defaults render none", func(t *testing.T) {
+		if got := ofKind(render(t, "llm-prod", nil), "EgressPolicy"); len(got) != 0 {
+			t.Errorf("%d EgressPolicy objects, want 0", len(got))
+		}
+	})
+	t.Run("all-on", func(t *testing.T) {
+		objs := render(t, "llm-prod", []string{allOnValues(t)})
+		p := find(t, objs, "EgressPolicy", "llm-bootstrap")
+		if p.GetAPIVersion() != "egressd.dev/v1alpha1" || p.GetNamespace() != "llm-prod" {
+			t.Errorf("apiVersion %s namespace %s, want egressd.dev/v1alpha1 in llm-prod", p.GetAPIVersion(), p.GetNamespace())
+		}
+		hosts, _, _ := unstructured.NestedSlice(p.Object, "spec", "egress")
+		if len(hosts) != 3 {
+			t.Errorf("%d egress rules, want 3", len(hosts))
+		}
+		find(t, objs, "EgressPolicy", "api-clients")
+	})
+}
+
+func TestServiceMonitor(t *testing.T) {
+	if got := ofKind(render(t, "llm-prod", nil), "ServiceMonitor"); len(got) != 0 {
+		t.Errorf("defaults render %d ServiceMonitors, want 0", len(got))
+	}
+	objs := render(t, "llm-prod", []string{allOnValues(t)})
+	sm := find(t, objs, "ServiceMonitor", "egressd")
+	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(eps) != 1 || eps[0].(map[string]any)["port"] != "metrics" {
+		t.Errorf("endpoints = %v, want one on port metrics", eps)
+	}
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	svc := find(t, objs, "Service", "egressd")
+	for k, v := range sel {
+		if svc.GetLabels()[k] != v {
+			t.Errorf("ServiceMonitor selects %s=%s; the Service has %q", k, v, svc.GetLabels()[k])
+		}
+	}
+}
+
+// TestCRDIncludedAsIs: the chart ships the Kubernetes engineer's CRD file
+// unchanged (helm installs crds/ verbatim).
+func TestCRDIncludedAsIs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(chartDir(t), "crds", "egresspolicies.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := decodeObjects(data)
+	if err != nil || len(want) != 1 {
+		t.Fatalf("crds/egresspolicies.yaml: %d objects, %v", len(want), err)
+	}
+	crd := find(t, render(t, "llm-prod", nil), "CustomResourceDefinition", "egresspolicies.egressd.dev")
+	if !reflect.DeepEqual(crd.Object, want[0].Object) {
+		t.Error("the rendered CRD differs from crds/egresspolicies.yaml")
+	}
+}

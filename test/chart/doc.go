@@ -1,0 +1,12 @@
+// Package chart holds the tests of the Helm chart at charts/egressd: helm
+// lint --strict and helm template with default values and with every option
+// on (charts/egressd/ci/all-on-values.yaml), every rendered object applied
+// with a server-side dry run to a real kube-apiserver (internal/k8stest), and
+// the rendered NetworkPolicies compared with policy.NetworkPolicies, the
+// generator behind `egressd netpol`, for the same settings.
+//
+// helm comes from scripts/deps/helm.sh (.tools/bin/helm). Without it the
+// tests fail with that command; they skip only when EGRESSD_SKIP_HELM=1.
+//
+// It has no non-test code and must not be imported.
+package chart

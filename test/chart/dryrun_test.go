@@ -1,0 +1,237 @@
+package chart_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/egressd/egressd/internal/k8stest"
+)
+
+func TestMain(m *testing.M) { os.Exit(k8stest.Main(m)) }
+
+// serviceMonitorCRD stands in for the Prometheus Operator's CRD, which the
+// test API server does not have. It checks kind, group and metadata only
+// (spec is preserved unvalidated); TestServiceMonitor checks the spec's shape.
+const serviceMonitorCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {plural: servicemonitors, singular: servicemonitor, kind: ServiceMonitor, listKind: ServiceMonitorList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// TestServerSideDryRun applies every rendered object, with defaults and with
+// every option on, to a real kube-apiserver with a server-side dry run: the
+// API server's own validation (schemas, the EgressPolicy CRD's rules,
+// NetworkPolicy ipBlock/except consistency, immutable selectors) is the judge.
+func TestServerSideDryRun(t *testing.T) {
+	helmBin(t) // fail (or skip) on a missing helm before starting a control plane
+	env := k8stest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	installCRD(ctx, t, env, serviceMonitorCRD, "ServiceMonitor")
+
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
+	for _, vs := range valueSets(t) {
+		t.Run(vs.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			objs := render(t, ns, vs.files)
+			if len(objs) == 0 {
+				t.Fatal("nothing rendered")
+			}
+			for _, o := range objs {
+				gvk := o.GroupVersionKind()
+				m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+				if err != nil {
+					t.Errorf("%s %s: no such resource on the API server: %v", gvk, o.GetName(), err)
+					continue
+				}
+				ri := env.Dynamic.Resource(m.Resource)
+				var r applier = ri
+				if m.Scope.Name() == "namespace" {
+					if o.GetNamespace() != ns {
+						t.Errorf("%s %s: namespace %q, want the release namespace %q", gvk.Kind, o.GetName(), o.GetNamespace(), ns)
+					}
+					r = ri.Namespace(ns)
+				}
+				if err := dryRunApply(ctx, r, o); err != nil {
+					t.Errorf("%s %s rejected by the API server: %v", gvk.Kind, o.GetName(), err)
+				}
+			}
+		})
+	}
+
+	// Negative control: the dry run does validate. An except outside its
+	// cidr is the mistake the API server must catch.
+	t.Run("rejects a broken NetworkPolicy", func(t *testing.T) {
+		ns := env.Namespace(t)
+		np := find(t, render(t, ns, nil), "NetworkPolicy", "egressd").DeepCopy()
+		egress, _, _ := unstructured.NestedSlice(np.Object, "spec", "egress")
+		to := egress[0].(map[string]any)["to"].([]any)
+		to[1].(map[string]any)["ipBlock"].(map[string]any)["except"] = []any{"10.0.0.0/8"}
+		if err := unstructured.SetNestedSlice(np.Object, egress, "spec", "egress"); err != nil {
+			t.Fatal(err)
+		}
+		r := env.Dynamic.Resource(networkingv1.SchemeGroupVersion.WithResource("networkpolicies")).Namespace(ns)
+		if err := dryRunApply(ctx, r, np); !apierrors.IsInvalid(err) {
+			t.Fatalf("dry run of an IPv4 except inside ::/0: err = %v, want Invalid", err)
+		}
+	})
+}
+
+type applier interface {
+	Apply(context.Context, string, *unstructured.Unstructured, metav1.ApplyOptions, ...string) (*unstructured.Unstructured, error)
+}
+
+// dryRunApply is kubectl apply --server-side --dry-run=server.
+func dryRunApply(ctx context.Context, r applier, o *unstructured.Unstructured) error {
+	_, err := r.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "egressd-chart-test", Force: true, DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
+// installCRD creates a CRD (once per control plane) and waits until kind is
+// served.
+func installCRD(ctx context.Context, t *testing.T, env *k8stest.Env, doc, kind string) {
+	t.Helper()
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	if _, err := env.Dynamic.Resource(k8stest.CRDResource).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create CRD %s: %v", u.GetName(), err)
+	}
+	group, _, _ := unstructured.NestedString(obj, "spec", "group")
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		res, err := env.Client.Discovery().ServerResourcesForGroupVersion(group + "/v1")
+		if err == nil {
+			for _, r := range res.APIResources {
+				if r.Kind == kind {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("CRD %s not served: %v", u.GetName(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+// writeKubeconfig writes a kubeconfig for the admin of env, for helm.
+func writeKubeconfig(t *testing.T, env *k8stest.Env) string {
+	t.Helper()
+	c := clientcmdapi.NewConfig()
+	c.Clusters["test"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthority: env.Config.TLSClientConfig.CAFile}
+	c.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: env.Config.BearerToken}
+	c.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
+	c.CurrentContext = "test"
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*c, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestNotes renders NOTES.txt through a server-side dry-run install (helm
+// template does not render NOTES): the workload snippet, and the resolver
+// address taken from service.clusterIP or, failing that, looked up from the
+// live Service.
+func TestNotes(t *testing.T) {
+	helmBin(t)
+	env := k8stest.Shared(t)
+	kubeconfig := writeKubeconfig(t, env)
+	common := func(ns string) []string {
+		return []string{
+			"HTTPS_PROXY", "http://egressd." + ns + ".svc.cluster.local:3128", "HTTP_PROXY",
+			"NO_PROXY", ".svc,.cluster.local,10.96.0.0/12",
+			`dnsPolicy: "None"`, ns + ".svc.cluster.local", "svc.cluster.local", "name: ndots",
+		}
+	}
+	cases := []struct {
+		name     string
+		sets     []string
+		existing string // ClusterIP of an egressd Service created beforehand; empty for none
+		want     []string
+		notWant  []string
+	}{
+		{name: "clusterIP from values", sets: []string{"service.clusterIP=10.96.0.53"}, want: []string{"- 10.96.0.53"}, notWant: []string{"has no ClusterIP yet"}},
+		{name: "clusterIP looked up", existing: "10.96.7.7", want: []string{"- 10.96.7.7"}, notWant: []string{"has no ClusterIP yet"}},
+		{name: "no clusterIP yet", want: []string{"<egressd Service ClusterIP>", "has no ClusterIP yet"}},
+		{name: "audit mode", sets: []string{"mode=audit", "service.clusterIP=10.96.0.53"}, want: []string{"in audit mode", `"would_deny":true`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			if c.existing != "" {
+				// As an earlier release left it: Helm's ownership metadata lets
+				// this install adopt it, as an upgrade would.
+				_, err := env.Client.CoreV1().Services(ns).Create(context.Background(), &corev1.Service{
+					ObjectMeta: metav1.ObjectMeta{
+						Name:        "egressd",
+						Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+						Annotations: map[string]string{"meta.helm.sh/release-name": releaseName, "meta.helm.sh/release-namespace": ns},
+					},
+					Spec: corev1.ServiceSpec{ClusterIP: c.existing, Ports: []corev1.ServicePort{{Name: "proxy", Port: 3128}}},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			args := []string{"install", releaseName, chartDir(t), "--dry-run=server", "--kubeconfig", kubeconfig, "--namespace", ns, "--skip-crds"}
+			for _, s := range c.sets {
+				args = append(args, "--set", s)
+			}
+			out, err := runHelm(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes := string(out)
+			if i := strings.Index(notes, "NOTES:"); i >= 0 {
+				notes = notes[i:]
+			} else {
+				t.Fatalf("no NOTES in the output:\n%s", out)
+			}
+			for _, w := range append(common(ns), c.want...) {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES lack %q:\n%s", w, notes)
+				}
+			}
+			for _, w := range c.notWant {
+				if strings.Contains(notes, w) {
+					t.Errorf("NOTES hold %q:\n%s", w, notes)
+				}
+			}
+		})
+	}
+}
