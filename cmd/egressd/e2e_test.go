@@ -159,13 +159,23 @@ type instance struct {
 func startEgressd(t *testing.T, w *world, extra ...string) *instance {
 	t.Helper()
 	dir := t.TempDir()
-	in := &instance{audit: &syncBuffer{}, done: make(chan int, 1), policyFile: filepath.Join(dir, "policy.yaml")}
-	writeFile(t, in.policyFile, strings.ReplaceAll(e2ePolicy, "PORT", w.port))
+	policyFile := filepath.Join(dir, "policy.yaml")
+	writeFile(t, policyFile, strings.ReplaceAll(e2ePolicy, "PORT", w.port))
 	pods := filepath.Join(dir, "pods.yaml")
 	writeFile(t, pods, e2ePods)
-	args := append([]string{"run", "--policy", in.policyFile, "--pods", pods, "--upstream-dns", w.dnsAddr,
+	in := startEgressdArgs(t, w, append([]string{"--policy", policyFile, "--pods", pods}, extra...)...)
+	in.policyFile = policyFile
+	return in
+}
+
+// startEgressdArgs runs `egressd run` with test listeners and the given
+// policy and identity source flags.
+func startEgressdArgs(t *testing.T, w *world, source ...string) *instance {
+	t.Helper()
+	in := &instance{audit: &syncBuffer{}, done: make(chan int, 1)}
+	args := append([]string{"run", "--upstream-dns", w.dnsAddr,
 		"--proxy-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
-		"--reload-interval", "20ms", "--drain-timeout", "2s", "--log-level", "debug"}, extra...)
+		"--reload-interval", "20ms", "--drain-timeout", "2s", "--log-level", "debug"}, source...)
 	ctx, cancel := context.WithCancel(context.Background())
 	in.stop = cancel
 	pr, pw := io.Pipe()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -59,18 +58,11 @@ func netpolMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		apiServer   = fs.String("apiserver", "", "API server endpoint addresses or CIDRs, comma separated")
 		apiPort     = fs.Int("apiserver-port", 443, "API server endpoint port")
 	)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		return 2
-	}
-	if err := flagsFromEnv(fs); err != nil {
 		fmt.Fprintf(stderr, "egressd netpol: %v\n", err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "egressd netpol: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
 
@@ -168,26 +160,6 @@ func netpolMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stdout, "no path out of namespace %s bypasses egressd\n", opts.Namespace)
 	}
 	return 0
-}
-
-// flagsFromEnv sets every flag not given on the command line from
-// EGRESSD_<NAME> (upper case, dashes as underscores), when that is set.
-func flagsFromEnv(fs *flag.FlagSet) error {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
-			return
-		}
-		env := "EGRESSD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
-			}
-		}
-	})
-	return errors.Join(errs...)
 }
 
 func parsePrefixOrAddr(s string) (netip.Prefix, error) {
