@@ -48,7 +48,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return checkMain(args[1:], stdout, stderr)
 	case "netpol":
 		return netpolMain(ctx, args[1:], stdout, stderr)
-	case "version", "--version", "-version":
+	case "version", "--version", "-version", "-v":
 		fmt.Fprintf(stdout, "egressd %s\n", version)
 		return 0
 	case "help", "-h", "--help":
