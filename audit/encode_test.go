@@ -38,7 +38,7 @@ func TestAppendRecord(t *testing.T) {
 		r    Record
 	}{
 		{"zero", Record{}},
-		{"connect", Record{Time: ts, ID: "abc", Kind: KindConnect, Client: Client{IP: "10.244.0.7", Namespace: "llm-prod", Pod: "llm-0", ServiceAccount: "llm-server"},
+		{"connect", Record{Time: ts, ID: "abc", Kind: KindConnect, Client: Client{IP: "fd00:10:244::7", Namespace: "llm-prod", Pod: "llm-0", ServiceAccount: "llm-server"},
 			Host: "models.example.com", Port: 443, Verdict: "allow", Reason: "allowed", Policy: "llm-prod/p", Rule: &zero, Peer: "203.0.113.10:443",
 			BytesSent: 1 << 40, BytesReceived: -1, DurationMS: 12.5}},
 		{"dns nil answers", Record{Time: ts, Kind: KindDNS, DNS: &DNS{}}},

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,30 +15,11 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/egressd/egressd/internal/k8stest"
 	"github.com/egressd/egressd/kube"
 )
-
-// kubeconfigFor writes a kubeconfig for the test control plane.
-func kubeconfigFor(t *testing.T, env *k8stest.Env) string {
-	t.Helper()
-	c := env.Config
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthority: c.TLSClientConfig.CAFile,
-		CertificateAuthorityData: c.TLSClientConfig.CAData, InsecureSkipTLSVerify: c.TLSClientConfig.Insecure}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.BearerToken}
-	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
-	cfg.CurrentContext = "test"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 func TestEndToEndKube(t *testing.T) {
 	env := k8stest.Start(t)
@@ -70,7 +50,7 @@ func TestEndToEndKube(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	kubeconfig := kubeconfigFor(t, env)
+	kubeconfig := env.Kubeconfig(t)
 	in := startEgressdArgs(t, w, "--kube", "--kubeconfig", kubeconfig, "--namespace", ns)
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Versions the harness expects; scripts/k8s-test-env.sh builds them.
@@ -465,4 +467,21 @@ func randomHex(n int) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// Kubeconfig writes a kubeconfig file for the admin of e into t's temporary
+// directory, for the CLI and helm, and returns its path.
+func (e *Env) Kubeconfig(t testing.TB) string {
+	t.Helper()
+	c := clientcmdapi.NewConfig()
+	c.Clusters["test"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthority: e.Config.TLSClientConfig.CAFile,
+		CertificateAuthorityData: e.Config.TLSClientConfig.CAData}
+	c.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: e.Config.BearerToken}
+	c.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
+	c.CurrentContext = "test"
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*c, p); err != nil {
+		t.Fatalf("k8stest: write kubeconfig: %v", err)
+	}
+	return p
 }

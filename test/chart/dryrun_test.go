@@ -3,7 +3,6 @@ package chart_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/egressd/egressd/internal/k8stest"
@@ -148,21 +145,6 @@ func installCRD(ctx context.Context, t *testing.T, env *k8stest.Env, doc, kind s
 	}
 }
 
-// writeKubeconfig writes a kubeconfig for the admin of env, for helm.
-func writeKubeconfig(t *testing.T, env *k8stest.Env) string {
-	t.Helper()
-	c := clientcmdapi.NewConfig()
-	c.Clusters["test"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthority: env.Config.TLSClientConfig.CAFile}
-	c.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: env.Config.BearerToken}
-	c.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
-	c.CurrentContext = "test"
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*c, p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestNotes renders NOTES.txt through a server-side dry-run install (helm
 // template does not render NOTES): the workload snippet, and the resolver
 // address taken from service.clusterIP or, failing that, looked up from the
@@ -170,7 +152,7 @@ func writeKubeconfig(t *testing.T, env *k8stest.Env) string {
 func TestNotes(t *testing.T) {
 	helmBin(t)
 	env := k8stest.Shared(t)
-	kubeconfig := writeKubeconfig(t, env)
+	kubeconfig := env.Kubeconfig(t)
 	common := func(ns string) []string {
 		return []string{
 			"HTTPS_PROXY", "http://egressd." + ns + ".svc.cluster.local:3128", "HTTP_PROXY",
