@@ -100,13 +100,14 @@ func startWorld(t *testing.T) *world {
 		m.SetReply(q)
 		m.Authoritative = true
 		name := q.Question[0].Name
-		if q.Question[0].Qtype == dns.TypeA && name != "missing.test." {
+		missing := strings.HasPrefix(name, "missing.")
+		if q.Question[0].Qtype == dns.TypeA && !missing {
 			m.Answer = append(m.Answer, &dns.A{
 				Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
 				A:   net.IPv4(127, 0, 0, 1),
 			})
 		}
-		if name == "missing.test." {
+		if missing {
 			m.Rcode = dns.RcodeNameError
 		}
 		_ = w.WriteMsg(m)
@@ -150,6 +151,7 @@ items:
 // instance is a running `egressd run`.
 type instance struct {
 	proxy, dns, metrics string
+	sni, http           string
 	audit               *syncBuffer
 	policyFile          string
 	done                chan int
@@ -191,6 +193,8 @@ func startEgressdArgs(t *testing.T, w *world, source ...string) *instance {
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "egressd serving" {
 				in.proxy, _ = line["proxy"].(string)
 				in.dns, _ = line["dns"].(string)
+				in.sni, _ = line["sni"].(string)
+				in.http, _ = line["http"].(string)
 				in.metrics, _ = line["metrics"].(string)
 				close(ready)
 			}
@@ -233,8 +237,13 @@ func (in *instance) curl(t *testing.T, w *world, from string, args ...string) (i
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is required (scripts/deps installs it)")
 	}
-	full := append([]string{"-sS", "--max-time", "10", "--interface", from, "--proxy", "http://" + in.proxy,
-		"--cacert", w.caFile}, args...)
+	return in.curlRaw(t, w, from, append([]string{"--proxy", "http://" + in.proxy}, args...)...)
+}
+
+// curlRaw runs curl from a client address, trusting the world's CA.
+func (in *instance) curlRaw(t *testing.T, w *world, from string, args ...string) (int, string, string) {
+	t.Helper()
+	full := append([]string{"-sS", "--max-time", "10", "--interface", from, "--cacert", w.caFile}, args...)
 	cmd := exec.Command("curl", full...)
 	cmd.Env = append(os.Environ(), "NO_PROXY=", "no_proxy=")
 	var out, errb bytes.Buffer
