@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 base=${EGRESSD_DEMO_PORT_BASE:-23100}
 proxy=127.0.0.1:$base dns=127.0.0.1:$((base+1)) metrics=127.0.0.1:$((base+2))
-origin_dns=127.0.0.1:$((base+3)) origin_https=127.0.0.1:18443
+origin_dns=127.0.0.1:$((base+3)) origin_https=127.0.0.1:23443
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -18,28 +18,31 @@ trap cleanup EXIT
 go build -o "$work/origin" ./examples/demo/origin
 "$work/origin" -dir "$work" -dns "$origin_dns" -https "$origin_https" &
 pids+=($!)
+
 ./bin/egressd run --policy examples/demo/policy.yaml --pods examples/demo/pods.yaml \
   --upstream-dns "$origin_dns" --proxy-addr "$proxy" --dns-addr "$dns" --metrics-addr "$metrics" \
   --audit-file "$work/audit.jsonl" >/dev/null 2>"$work/egressd.log" &
-pids+=($!)
+egressd_pid=$!
+pids+=($egressd_pid)
 for _ in $(seq 100); do
   if [ -s "$work/ca.pem" ] && curl -fs "http://$metrics/readyz" >/dev/null 2>&1; then break; fi
   sleep 0.1
 done
 curl -fs "http://$metrics/readyz" >/dev/null || { echo "egressd did not become ready:"; cat "$work/egressd.log"; exit 1; }
+kill -0 "${pids[0]}" 2>/dev/null || { echo "the demo origin did not start (ports $origin_dns, $origin_https busy?)"; exit 1; }
 
 export HTTPS_PROXY=http://$proxy
 echo "== 1. allowed: models.demo.test redirects to eu1.blob.demo.test (allowed by **.blob.demo.test)"
-curl -fsSL --cacert "$work/ca.pem" -o "$work/weights.bin" "https://models.demo.test:18443/weights.bin"
+curl -fsSL --cacert "$work/ca.pem" -o "$work/weights.bin" "https://models.demo.test:23443/weights.bin"
 echo "downloaded $(stat -c %s "$work/weights.bin") bytes"
 
 echo
 echo "== 2. denied: /leak redirects to exfil.demo.test, which no rule allows"
-if curl -sSL --cacert "$work/ca.pem" -o /dev/null "https://models.demo.test:18443/leak" 2>"$work/curl.err"; then
+if curl -sSL --cacert "$work/ca.pem" -o /dev/null "https://models.demo.test:23443/leak" 2>"$work/curl.err"; then
   echo "UNEXPECTED: the download succeeded"; exit 1
 fi
 cat "$work/curl.err"
-curl -s -o /dev/null -w 'the proxy answered CONNECT with %{http_connect}, ' -D "$work/h" "https://exfil.demo.test:18443/upload" --cacert "$work/ca.pem" || true
+curl -s -o /dev/null -w 'the proxy answered CONNECT with %{http_connect}, ' -D "$work/h" "https://exfil.demo.test:23443/upload" --cacert "$work/ca.pem" || true
 grep -i '^x-egressd-reason' "$work/h" || true
 
 echo
@@ -47,6 +50,8 @@ echo "== 3. denied: the cloud metadata address (classified, never dialled)"
 curl -s -x "http://$proxy" -D "$work/h2" "http://169.254.169.254/latest/meta-data/" || true
 grep -i '^x-egressd-reason' "$work/h2" || true
 
+# SIGTERM: egressd drains and flushes its audit records before it exits.
+kill -TERM "$egressd_pid"; wait "$egressd_pid" || true
 echo
 echo "== audit records (one JSON line per request; also on egressd's stdout)"
 cat "$work/audit.jsonl"

@@ -25,7 +25,7 @@ import (
 func main() {
 	dir := flag.String("dir", ".", "where to write ca.pem")
 	dnsAddr := flag.String("dns", "127.0.0.1:15353", "DNS listen address (UDP and TCP)")
-	httpsAddr := flag.String("https", "127.0.0.1:18443", "HTTPS listen address")
+	httpsAddr := flag.String("https", "127.0.0.1:23443", "HTTPS listen address")
 	flag.Parse()
 	if err := run(*dir, *dnsAddr, *httpsAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "origin:", err)
