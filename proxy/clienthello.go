@@ -46,6 +46,9 @@ func handshakeMessage(b []byte) (typ byte, body []byte, err error) {
 	if b[0] != recordHandshake {
 		return 0, nil, errNotTLS
 	}
+	// msg aliases b while the message comes from one record (the usual
+	// case: no copy); a second fragment makes append copy, since msg's
+	// capacity ends where the fragment does.
 	var msg []byte
 	for off := 0; ; {
 		if len(b)-off < recordHeaderLen {
@@ -69,13 +72,13 @@ func handshakeMessage(b []byte) (typ byte, body []byte, err error) {
 		if len(b)-off < n {
 			// The fragment is incomplete; what has arrived may already hold
 			// the whole message when the record carries more than one.
-			msg = append(msg, b[off:]...)
+			msg = appendFragment(msg, b[off:])
 			if t, body, ok := completeMessage(msg); ok {
 				return t, body, nil
 			}
 			return 0, nil, errNeedMore
 		}
-		msg = append(msg, b[off:off+n]...)
+		msg = appendFragment(msg, b[off:off+n])
 		off += n
 		if t, body, ok := completeMessage(msg); ok {
 			return t, body, nil
@@ -86,6 +89,15 @@ func handshakeMessage(b []byte) (typ byte, body []byte, err error) {
 			}
 		}
 	}
+}
+
+// appendFragment adds a record's fragment to a handshake message: the first
+// is kept as is (a slice of the input), later ones are appended to a copy.
+func appendFragment(msg, frag []byte) []byte {
+	if msg == nil {
+		return frag[:len(frag):len(frag)]
+	}
+	return append(msg, frag...)
 }
 
 // isOtherTLSRecord reports whether t is a TLS record content type other
@@ -145,7 +157,7 @@ func parseClientHello(b []byte) (clientHello, error) {
 	if !ok || !r.empty() {
 		return ch, fmt.Errorf("%w: ClientHello extensions", errMalformed)
 	}
-	seen := map[uint16]bool{}
+	var seen extSet
 	for !exts.empty() {
 		typ, ok1 := exts.u16()
 		data, ok2 := exts.vec16()
@@ -154,10 +166,9 @@ func parseClientHello(b []byte) (clientHello, error) {
 		}
 		// RFC 8446 §4.2: no extension type appears twice; a duplicate SNI is
 		// a classic way to show a filter one name and the server another.
-		if seen[typ] {
+		if !seen.add(typ) {
 			return ch, fmt.Errorf("%w: duplicate extension %d", errMalformed, typ)
 		}
-		seen[typ] = true
 		switch typ {
 		case extServerName:
 			sni, err := parseServerName(data)
@@ -174,6 +185,34 @@ func parseClientHello(b []byte) (clientHello, error) {
 		}
 	}
 	return ch, nil
+}
+
+// extSet records the extension types seen in one hello: a bitmap for the
+// registered range that real hellos use, a map (allocated only when needed)
+// for the rest, GREASE values included (RFC 8701).
+type extSet struct {
+	low  [4]uint64 // types 0-255
+	high map[uint16]struct{}
+}
+
+// add marks typ as seen; false when it already was.
+func (s *extSet) add(typ uint16) bool {
+	if typ < 256 {
+		w, bit := typ/64, uint64(1)<<(typ%64)
+		if s.low[w]&bit != 0 {
+			return false
+		}
+		s.low[w] |= bit
+		return true
+	}
+	if _, ok := s.high[typ]; ok {
+		return false
+	}
+	if s.high == nil {
+		s.high = make(map[uint16]struct{}, 4)
+	}
+	s.high[typ] = struct{}{}
+	return true
 }
 
 // parseServerName reads the server_name extension (RFC 6066 §3): a list that

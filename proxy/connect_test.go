@@ -333,3 +333,28 @@ func TestShutdownDrainsThenCuts(t *testing.T) {
 		t.Fatal("listener still accepting")
 	}
 }
+
+// TestConnectLogsNothing: a tunnel that goes well leaves no line in the
+// proxy's log. After the hijack net/http's response writer is gone; a flush
+// of it used to panic (recovered and logged by net/http with a stack trace)
+// on every CONNECT.
+func TestConnectLogsNothing(t *testing.T) {
+	var log syncBuffer
+	e := newEnv(t, envOpt{log: &log})
+	for i := range 3 {
+		c, resp := e.connect(podIP, fmt.Sprintf("models.test:%d", e.tlsPort))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("CONNECT %d: %s", i, resp.Status)
+		}
+		if _, err := e.tlsGet(c, "models.test", "/small"); err != nil {
+			t.Fatalf("GET %d: %v", i, err)
+		}
+		c.Close()
+		if r := e.sink.next(t); r.Kind != audit.KindConnect || r.Error != "" {
+			t.Fatalf("record %d: kind %q error %q", i, r.Kind, r.Error)
+		}
+	}
+	if s := log.String(); s != "" {
+		t.Fatalf("proxy log:\n%s", s)
+	}
+}

@@ -128,11 +128,11 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 		start := time.Now()
 		c, err := p.dial(ctx, "tcp", ap.String())
 		if err == nil {
-			p.m.DialSeconds.WithLabelValues("ok").Observe(time.Since(start).Seconds())
+			p.mc.dialOK.Observe(time.Since(start).Seconds())
 			ex.rec.Peer = ap.String()
 			return c, nil
 		}
-		p.m.DialSeconds.WithLabelValues("error").Observe(time.Since(start).Seconds())
+		p.mc.dialErr.Observe(time.Since(start).Seconds())
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 			timedOut = true

@@ -95,12 +95,13 @@ func (ex *exchange) finish(err error) {
 	}
 	r.DurationMS = float64(time.Since(ex.start).Microseconds()) / 1000
 	m := ex.p.m
-	m.Requests.WithLabelValues(r.Kind, r.Verdict, r.Reason).Inc()
+	mc := ex.p.mc
+	mc.request(m, r.Kind, r.Verdict, r.Reason).Inc()
 	if r.BytesSent > 0 {
-		m.BytesRelayed.WithLabelValues("sent").Add(float64(r.BytesSent))
+		mc.sent.Add(float64(r.BytesSent))
 	}
 	if r.BytesReceived > 0 {
-		m.BytesRelayed.WithLabelValues("received").Add(float64(r.BytesReceived))
+		mc.received.Add(float64(r.BytesReceived))
 	}
 	ex.p.cfg.Audit.Write(r)
 }

@@ -143,15 +143,16 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sc, ok := c.(*sniffConn); ok {
+		sc.hijacked.Store(true)
 		t.release = sc.release // net/http no longer closes sc: the tunnel does
 	}
 	client := unwrapConn(c)
 	var pre []byte
 	if n := brw.Reader.Buffered(); n > 0 {
 		// A client that sent its ClientHello with the CONNECT (no wait for
-		// the 200) left it in net/http's reader.
-		b, _ := brw.Reader.Peek(n)
-		pre = append([]byte(nil), b...)
+		// the 200) left it in net/http's reader, which is ours after the
+		// hijack: peekHello copies it out, no need to copy here.
+		pre, _ = brw.Reader.Peek(n)
 	}
 	t.client = client
 	if _, err := client.Write(connectEstablished); err != nil {

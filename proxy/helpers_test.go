@@ -93,7 +93,7 @@ func (s *auditSink) next(t *testing.T) audit.Record {
 }
 
 type env struct {
-	t         *testing.T
+	t         testing.TB
 	p         *Proxy
 	addr      string // proxy listener
 	sink      *auditSink
@@ -119,9 +119,14 @@ type envOpt struct {
 	maxConns      int
 	headerTimeout time.Duration
 	peekTimeout   time.Duration
+	// discardAudit encodes records to io.Discard instead of the sink
+	// (benchmarks: the sink keeps every line).
+	discardAudit bool
+	// log receives the proxy's own log (not audit records); nil discards.
+	log io.Writer
 }
 
-func newEnv(t *testing.T, o envOpt) *env {
+func newEnv(t testing.TB, o envOpt) *env {
 	t.Helper()
 	e := &env{t: t, sink: newAuditSink(), seen: make(chan http.Header, 16)}
 	ca, err := certs.NewCA("egressd proxy test")
@@ -163,6 +168,14 @@ func newEnv(t *testing.T, o envOpt) *env {
 	if o.self {
 		gcfg.Self = []netip.AddrPort{netip.MustParseAddrPort(ln.Addr().String())}
 	}
+	var auditW io.Writer = e.sink
+	if o.discardAudit {
+		auditW = io.Discard
+	}
+	logW := io.Discard
+	if o.log != nil {
+		logW = o.log
+	}
 	p, err := New(Config{
 		Policy:   func() *policy.Snapshot { return snap },
 		Identity: store,
@@ -172,9 +185,9 @@ func newEnv(t *testing.T, o envOpt) *env {
 		HeaderTimeout:     o.headerTimeout,
 		PeekTimeout:       o.peekTimeout,
 		Guard:             policy.NewGuard(gcfg),
-		Audit:             audit.New(audit.Config{Writers: []io.Writer{e.sink}, Metrics: e.m}),
+		Audit:             audit.New(audit.Config{Writers: []io.Writer{auditW}, Metrics: e.m}),
 		Metrics:           e.m,
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:            slog.New(slog.NewTextHandler(logW, nil)),
 		Mode:              o.mode,
 		IdleTimeout:       o.idle,
 	})
@@ -250,7 +263,7 @@ func pod(ns, name, sa, ip string, labels map[string]string) *corev1.Pod {
 	}
 }
 
-func listen(t *testing.T, addr string) net.Listener {
+func listen(t testing.TB, addr string) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -289,6 +302,7 @@ var weights = bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
 func originHandler(seen chan http.Header) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/w.bin", func(w http.ResponseWriter, r *http.Request) { w.Write(weights) })
+	mux.HandleFunc("/small", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	})
@@ -308,7 +322,7 @@ func originHandler(seen chan http.Header) http.Handler {
 }
 
 // dialFrom connects to addr from a given loopback source address.
-func dialFrom(t *testing.T, src, addr string) net.Conn {
+func dialFrom(t testing.TB, src, addr string) net.Conn {
 	t.Helper()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
 	c, err := d.Dial("tcp", addr)
@@ -345,4 +359,22 @@ func (e *env) tlsGet(c net.Conn, serverName, path string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -26,6 +26,7 @@ type Proxy struct {
 	cfg   Config
 	log   *slog.Logger
 	m     *metrics.Metrics
+	mc    *metricChildren
 	dial  dialFunc
 	fwd   *forwarder
 	limit *connLimit
@@ -52,6 +53,7 @@ func New(cfg Config) (*Proxy, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		m:         cfg.Metrics,
+		mc:        newMetricChildren(cfg.Metrics),
 		servers:   map[*http.Server]struct{}{},
 		listeners: map[net.Listener]struct{}{},
 		tunnels:   map[*tunnel]struct{}{},
@@ -239,7 +241,13 @@ func countHandlers(h http.Handler) http.Handler {
 		}
 		sc.handlers.Add(1)
 		defer func() {
-			_ = http.NewResponseController(w).Flush()
+			// A hijacked connection has no response writer left: Flush
+			// would dereference net/http's released buffer and panic,
+			// which net/http recovers by logging a stack trace, per
+			// CONNECT.
+			if !sc.hijacked.Load() {
+				_ = http.NewResponseController(w).Flush()
+			}
 			sc.handlers.Add(-1)
 		}()
 		h.ServeHTTP(w, r)

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync/atomic"
@@ -11,34 +10,20 @@ import (
 )
 
 // relay moves src to dst until EOF or an error. Between two TCP connections
-// on Linux it waits for readability without holding anything, asks the
-// kernel how many bytes are queued (SIOCINQ) and splices exactly that many:
-// the bytes never enter user space, and the pipe that splice(2) needs comes
-// from the runtime's pool and goes back after each burst, so an idle tunnel
-// holds no buffer and no pipe descriptors (a plain io.Copy would park inside
-// splice holding a pipe, two descriptors per direction).
-// smallBurst is the largest queued burst copied through user space instead
-// of spliced.
+// on Linux it waits for readability without holding anything: when the
+// poller says readable, a buffer comes from the pool for one non-blocking
+// read and goes back after the write (or at once when the read found
+// nothing), so an idle tunnel holds no buffer. A read that fills the buffer
+// marks a bulk transfer: from then on the queued size (SIOCINQ) is asked
+// first and a large queue is spliced, the bytes never entering user space
+// (the pipe that splice(2) needs comes from the runtime's pool and goes back
+// after each burst; a plain io.Copy would park inside splice holding a pipe,
+// two descriptors per direction). A small burst thus costs one read and one
+// write, as in a plain copy loop.
+//
+// smallBurst is the buffer's size: the largest burst copied through user
+// space instead of spliced.
 const smallBurst = 16 << 10
-
-// copyQueued moves avail bytes, already queued on src, to dst through a
-// pooled buffer that goes back to the pool at once: an idle tunnel still
-// holds none.
-func (t *tunnel) copyQueued(dst, src *net.TCPConn, avail int, n *atomic.Int64) error {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := (*bp)[:avail]
-	k, err := src.Read(buf)
-	if k > 0 {
-		t.touch()
-		w, werr := dst.Write(buf[:k])
-		n.Add(int64(w))
-		if werr != nil {
-			return werr
-		}
-	}
-	return err
-}
 
 func (t *tunnel) relay(dst, src net.Conn, n *atomic.Int64) error {
 	d, ok1 := dst.(*net.TCPConn)
@@ -55,34 +40,50 @@ func (t *tunnel) relay(dst, src net.Conn, n *atomic.Int64) error {
 	}
 	lr := &io.LimitedReader{R: s}
 	var (
-		avail int
+		bp    *[]byte // holds got bytes; nil while parked
+		got   int     // bytes read into bp
+		avail int     // bytes queued for a splice
+		bulk  bool    // the last burst filled the buffer: ask the queue size first
 		eof   bool
 		ioErr error
 	)
 	wait := func(fd uintptr) bool {
-		avail, eof, ioErr = 0, false, nil
-		q, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
-		if err != nil {
-			ioErr = err
-			return true
+		got, avail, eof, ioErr = 0, 0, false, nil
+		if bulk {
+			q, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+			if err != nil {
+				ioErr = err
+				return true
+			}
+			if q > smallBurst {
+				avail = q
+				return true
+			}
+			bulk = false
 		}
-		if q > 0 {
-			avail = q
-			return true
+		// A small burst (a request, a response, a TLS record) costs one
+		// read and one write: the buffer comes from the pool for the read
+		// and goes back when it found nothing, so a parked relay holds none.
+		bp = copyBufs.Get().(*[]byte)
+		k, err := unix.Read(int(fd), (*bp)[:smallBurst])
+		for err == unix.EINTR {
+			k, err = unix.Read(int(fd), (*bp)[:smallBurst])
 		}
-		// Nothing queued: readable now means EOF or a pending error.
-		var b [1]byte
-		k, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 		switch {
-		case errors.Is(err, unix.EAGAIN):
+		case err == unix.EAGAIN:
+			copyBufs.Put(bp)
+			bp = nil
 			return false // park in the poller until readable
 		case err != nil:
 			ioErr = err
 		case k == 0:
 			eof = true
 		default:
-			avail = k // data arrived between the two calls
+			got = k
+			return true
 		}
+		copyBufs.Put(bp)
+		bp = nil
 		return true
 	}
 	for {
@@ -101,14 +102,18 @@ func (t *tunnel) relay(dst, src net.Conn, n *atomic.Int64) error {
 			return ioErr
 		case eof:
 			return nil
-		}
-		if avail <= smallBurst {
-			// A request or a response of a kept-alive exchange: one read
-			// and one write through a pooled buffer cost fewer system
-			// calls than two splices and a pipe from the pool.
-			if err := t.copyQueued(d, s, avail, n); err != nil {
-				return err
+		case got > 0:
+			t.touch()
+			w, werr := d.Write((*bp)[:got])
+			copyBufs.Put(bp)
+			bp = nil
+			n.Add(int64(w))
+			if werr != nil {
+				return werr
 			}
+			// A full buffer means more is probably queued: a bulk
+			// transfer, spliced from the next round on.
+			bulk = got == smallBurst
 			continue
 		}
 		lr.N = int64(avail)

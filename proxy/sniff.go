@@ -45,6 +45,8 @@ type sniffConn struct {
 	p *Proxy
 	// handlers counts handlers running on the connection.
 	handlers atomic.Int32
+	// hijacked is set once a handler took the connection over (CONNECT).
+	hijacked atomic.Bool
 	// release frees the client's connection slot; a hijacked connection
 	// hands it to its tunnel, which calls it when it ends.
 	release func()

@@ -106,7 +106,7 @@ func (t *tunnel) cut() {
 // is the CONNECT host the SNI must equal.
 func (t *tunnel) start(pre []byte, hello *clientHello, check string, inline bool) {
 	t.active = true
-	t.p.m.ActiveTunnels.WithLabelValues(t.ex.rec.Kind).Inc()
+	t.p.mc.activeTunnels(t.p.m, t.ex.rec.Kind).Inc()
 	t.pending.Store(2)
 	go t.guard(t.serverSide)
 	if inline {
@@ -138,7 +138,7 @@ func (t *tunnel) end() {
 	t.closeBoth()
 	ex := t.ex
 	if t.active {
-		t.p.m.ActiveTunnels.WithLabelValues(ex.rec.Kind).Dec()
+		t.p.mc.activeTunnels(t.p.m, ex.rec.Kind).Dec()
 	}
 	ex.rec.BytesSent, ex.rec.BytesReceived = t.sent.Load(), t.recv.Load()
 	switch {
@@ -158,23 +158,33 @@ func (t *tunnel) end() {
 // clientSide reads and checks the ClientHello, forwards it, then relays
 // client to upstream.
 func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
+	if t.clientFirst(pre, hello, check) {
+		t.pipe(t.upstream, t.client, &t.sent)
+	}
+}
+
+// clientFirst reads (unless given) and checks the ClientHello and forwards
+// it; false when the direction has ended. The buffer it read into goes back
+// to the pool before the relay starts.
+func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool {
 	up := t.upstream
 	if hello == nil {
 		buf, ch, err := t.peekHello(pre)
+		defer putHelloBuf(buf)
 		switch {
 		case errors.Is(err, errNotTLS):
 			t.notTLS = true
 		case err != nil && len(buf) == 0 && errors.Is(err, io.EOF):
 			// The client closed without sending anything.
 			closeWrite(up)
-			return
+			return false
 		case err != nil && len(buf) == 0:
 			// Idle, cut or reset before a first byte: not a refusal.
 			t.endDirection(up, err)
-			return
+			return false
 		case err != nil:
 			t.refuse(policy.ReasonBadRequest, fmt.Errorf("proxy: reading ClientHello: %w", err))
-			return
+			return false
 		default:
 			hello = &ch
 		}
@@ -189,7 +199,7 @@ func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
 				d := policy.Denied(policy.ReasonSNIMismatch).InMode(t.p.cfg.Mode)
 				if !d.Allowed() {
 					t.refuse(policy.ReasonSNIMismatch, fmt.Errorf("proxy: SNI %q differs from CONNECT host %q", hello.SNI, check))
-					return
+					return false
 				}
 				t.ex.dec.WouldDeny, t.ex.dec.Reason = true, policy.ReasonSNIMismatch
 			}
@@ -201,11 +211,30 @@ func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
 		if err != nil {
 			t.fail(err)
 			t.closeBoth()
-			return
+			return false
 		}
 	}
-	pre = nil
-	t.pipe(up, t.client, &t.sent)
+	return true
+}
+
+// helloBufs holds the buffers that a ClientHello or the server's first
+// flight is read into: a ClientHello with a post-quantum key share is about
+// 2 KiB, a server's first read a few KiB. They go back before the relay
+// starts, so an idle tunnel holds none.
+var helloBufs = sync.Pool{New: func() any { b := make([]byte, helloBufSize); return &b }}
+
+const helloBufSize = 8 << 10
+
+func getHelloBuf() []byte { return (*helloBufs.Get().(*[]byte))[:0] }
+
+// putHelloBuf returns b to the pool unless it grew past the pooled size (a
+// hostile or odd peer's; the next GC takes it).
+func putHelloBuf(b []byte) {
+	if cap(b) != helloBufSize {
+		return
+	}
+	b = b[:cap(b)]
+	helloBufs.Put(&b)
 }
 
 // refuse closes a tunnel whose 200 was already sent: the only way left to
@@ -222,7 +251,7 @@ func (t *tunnel) refuse(r policy.Reason, err error) {
 // upstream to client.
 func (t *tunnel) serverSide() {
 	up := t.upstream
-	buf := make([]byte, 0, 4<<10)
+	buf := getHelloBuf()
 	if err := up.SetReadDeadline(time.Now().Add(t.p.cfg.IdleTimeout)); err != nil {
 		t.fail(err)
 		t.closeBoth()
@@ -255,19 +284,20 @@ func (t *tunnel) serverSide() {
 			if len(buf) > 0 {
 				break // forward what came, the relay sees the error again
 			}
+			putHelloBuf(buf)
 			t.endDirection(t.client, err)
 			return
 		}
 	}
-	_ = up.SetReadDeadline(time.Time{})
+	// The relay sets its own read deadline on up at once.
 	n, err := t.client.Write(buf)
+	putHelloBuf(buf)
 	t.recv.Add(int64(n))
 	if err != nil {
 		t.fail(err)
 		t.closeBoth()
 		return
 	}
-	buf = nil
 	t.pipe(t.client, up, &t.recv)
 }
 
@@ -276,9 +306,9 @@ func (t *tunnel) serverSide() {
 // arrive within PeekTimeout, and at most maxHelloBytes are read.
 func (t *tunnel) peekHello(pre []byte) ([]byte, clientHello, error) {
 	c := t.client
-	defer c.SetReadDeadline(time.Time{})
-	buf := make([]byte, len(pre), max(len(pre), 2<<10))
-	copy(buf, pre)
+	// No deadline reset at the end: the relay sets its own at once, and on
+	// failure the tunnel closes.
+	buf := append(getHelloBuf(), pre...)
 	var peekUntil time.Time
 	idleSet := false
 	for {
