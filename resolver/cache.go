@@ -2,6 +2,7 @@ package resolver
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -25,6 +26,19 @@ type entry struct {
 	expires    time.Time
 	staleUntil time.Time // serve-stale horizon (RFC 8767); equals expires when disabled
 	upstream   string
+	// promoted is the cache's tick when the entry was last moved to the
+	// front of the LRU (cache.get).
+	promoted atomic.Uint64
+	// view is the answer with the TTLs of one second of the countdown,
+	// shared read-only by the DNS server's cache hits (sharedAnswer): a
+	// popular name is copied once a second instead of once a query.
+	view atomic.Pointer[entryView]
+}
+
+type entryView struct {
+	ttl    uint32
+	msg    *dns.Msg
+	served served
 }
 
 // cache is the one LRU of the process. The LRU bounds the entry count;
@@ -33,6 +47,13 @@ type entry struct {
 type cache struct {
 	lru     *lru.Cache[cacheKey, *entry]
 	metrics *metrics.Metrics
+	// tick counts the moves to the front of the LRU (insertions and
+	// promotions). An entry promoted less than half the LRU's size ago is
+	// still in its front half, so a hit on it need not take the LRU's
+	// exclusive lock to promote it again: a warm cache's hits share a read
+	// lock, and the least recently used half is still what gets evicted.
+	tick      atomic.Uint64
+	promoteAt uint64
 }
 
 func newCache(size int, m *metrics.Metrics) (*cache, error) {
@@ -40,15 +61,19 @@ func newCache(size int, m *metrics.Metrics) (*cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolver: cache: %w", err)
 	}
-	return &cache{lru: l, metrics: m}, nil
+	return &cache{lru: l, metrics: m, promoteAt: uint64(max(size/2, 1))}, nil
 }
 
 // get returns the entry for k and whether it is still fresh at now. An
 // entry past its stale horizon is dropped and not returned.
 func (c *cache) get(k cacheKey, now time.Time) (*entry, bool) {
-	e, ok := c.lru.Get(k)
+	e, ok := c.lru.Peek(k)
 	if !ok {
 		return nil, false
+	}
+	if c.tick.Load()-e.promoted.Load() >= c.promoteAt {
+		e.promoted.Store(c.tick.Add(1))
+		c.lru.Get(k)
 	}
 	if !now.Before(e.staleUntil) {
 		c.lru.Remove(k)
@@ -59,6 +84,7 @@ func (c *cache) get(k cacheKey, now time.Time) (*entry, bool) {
 }
 
 func (c *cache) put(k cacheKey, e *entry) {
+	e.promoted.Store(c.tick.Add(1))
 	c.lru.Add(k, e)
 	c.metrics.CacheSize.Set(float64(c.lru.Len()))
 }
@@ -129,6 +155,22 @@ func answerFrom(e *entry, now time.Time, stale bool) *dns.Msg {
 	m.Answer = copyRRs(e.msg.Answer, ttl)
 	m.Ns = copyRRs(e.msg.Ns, ttl)
 	return m
+}
+
+// sharedAnswer is answerFrom for a fresh entry, without the copy, and what
+// the DNS server makes of it: the message, its records and the served
+// sections are shared with every other hit in the same second and must not
+// be modified (the server's cache hits only read them, see
+// Resolver.cached).
+func sharedAnswer(e *entry, now time.Time) (*dns.Msg, served) {
+	ttl := uint32(e.expires.Sub(now) / time.Second)
+	if v := e.view.Load(); v != nil && v.ttl == ttl {
+		return v.msg, v.served
+	}
+	m := answerFrom(e, now, false)
+	v := &entryView{ttl: ttl, msg: m, served: servedOf(m)}
+	e.view.Store(v)
+	return m, v.served
 }
 
 func copyRRs(rrs []dns.RR, ttl uint32) []dns.RR {

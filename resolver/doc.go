@@ -25,6 +25,20 @@
 // address with the chain, the smallest TTL, the rcode, the time taken and
 // whether it came from the cache.
 //
+// # Serving UDP and TCP
+//
+// TCP is miekg's server. UDP is udp.go's: a fixed set of reader goroutines
+// per socket (2×GOMAXPROCS, at least 4), each taking every datagram waiting
+// (up to 16) with one recvmmsg(2), answering them in turn and sending the
+// answers with one sendmmsg(2), reusing its buffers and its query state.
+// Before a query may wait on the network (a cache miss, the cluster DNS, a
+// transparent lookup) its reader hands the socket and the rest of its
+// batch to a parked or new reader, so cached answers never queue behind an
+// upstream. A cache hit shares the entry's records, copied once a second
+// as the TTL counts down, and the never-class stripping computed with
+// them. Bound to a wildcard address, answers leave from the address the
+// query was sent to (IP_PKTINFO / IPV6_PKTINFO), as with miekg's server.
+//
 // # A query's flow through the Server
 //
 //  1. Source IP → pod (identity.Source). Unknown or ambiguous: REFUSED with
@@ -84,8 +98,9 @@
 //  9. The answer is bounded: over UDP to the client's EDNS0 size capped at
 //     ServerConfig.UDPSize (1232), or 512 without EDNS0, truncated with TC
 //     so the client retries over TCP; over TCP to 65535. A message that
-//     does not parse gets miekg's header-only FORMERR (never larger than
-//     the query); a message with QR set gets nothing.
+//     does not parse gets a header-only FORMERR, as miekg's server answers
+//     it (never larger than the query); a message with QR set, or shorter
+//     than a header, gets nothing.
 //  10. One audit record (kind dns): client, host (the query name, lower
 //     case, no trailing dot), qtype, verdict, would_deny, reason, policy,
 //     rule, dns {answers, cnames, ttl, rcode, ms, cached, stale, upstream},

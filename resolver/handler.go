@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,16 +30,44 @@ type query struct {
 	ede    *dns.EDNS0_EDE
 	res    *Result // the upstream answer, when one was asked
 	err    error
+	// detach, when set, is called once before the query may wait on the
+	// network (see udp.go).
+	detach func()
+
+	// Room for the answer and its audit record, so that a UDP reader,
+	// which reuses its query, allocates none of it (the answer is packed
+	// before the next query).
+	msg     dns.Msg
+	qs      [1]dns.Question
+	extra   [1]dns.RR
+	opt     dns.OPT
+	options [1]dns.EDNS0
+	edeVal  dns.EDNS0_EDE
+	dnsRec  audit.DNS
+	answers [4]string
+	hit     Result // a cache hit's
+}
+
+// setEDE sets the Extended DNS Error of the answer (RFC 8914).
+func (qr *query) setEDE(code uint16, text string) {
+	qr.edeVal = dns.EDNS0_EDE{InfoCode: code, ExtraText: text}
+	qr.ede = &qr.edeVal
 }
 
 // handle answers one query from src; nil means send nothing. It is the
 // whole per-query flow (doc.go) and the target of FuzzHandler.
 func (s *Server) handle(ctx context.Context, src netip.Addr, req *dns.Msg, udp bool) *dns.Msg {
+	return s.serveQuery(ctx, &query{}, src, req, udp)
+}
+
+// serveQuery is handle with the query state provided by the caller (the
+// UDP readers reuse theirs); qr is empty but for detach.
+func (s *Server) serveQuery(ctx context.Context, qr *query, src netip.Addr, req *dns.Msg, udp bool) *dns.Msg {
 	if req == nil || req.Response {
 		return nil
 	}
-	qr := &query{start: time.Now(), src: src, req: req, udp: udp}
-	qr.rec = audit.Record{Kind: audit.KindDNS, Client: audit.ClientOf(src, nil), Mode: string(s.cfg.Mode)}
+	qr.start, qr.src, qr.req, qr.udp = time.Now(), src, req, udp
+	qr.rec = audit.Record{Kind: audit.KindDNS, Mode: string(s.cfg.Mode)}
 	if len(req.Question) > 0 {
 		qr.q = req.Question[0]
 		qr.host = strings.TrimSuffix(lowerASCII(qr.q.Name), ".")
@@ -49,13 +78,26 @@ func (s *Server) handle(ctx context.Context, src netip.Addr, req *dns.Msg, udp b
 	return s.finish(qr, resp)
 }
 
+// slow is called before qr may wait on the network: it lets a UDP reader
+// hand its socket on (udp.go), and bounds the wait by QueryTimeout from
+// the query's start. What never leaves the process (identity, policy, a
+// cache hit, audit) needs neither.
+func (s *Server) slow(ctx context.Context, qr *query) (context.Context, context.CancelFunc) {
+	if qr.detach != nil {
+		qr.detach()
+		qr.detach = nil
+	}
+	return context.WithDeadline(ctx, qr.start.Add(s.cfg.QueryTimeout))
+}
+
 func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
 	c, ok := s.cfg.Identity.Lookup(qr.src)
 	if !ok {
+		qr.rec.Client = audit.ClientOf(qr.src, nil)
 		// Never an open resolver: a source that is no pod learns nothing
 		// (RFC 8914 §4.19 Prohibited).
 		qr.dec = policy.Denied(policy.ReasonUnknownClient)
-		qr.ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeProhibited, ExtraText: "egressd: unknown-client"}
+		qr.setEDE(dns.ExtendedErrorCodeProhibited, "egressd: unknown-client")
 		return s.reply(qr, dns.RcodeRefused)
 	}
 	qr.client = c
@@ -100,7 +142,7 @@ func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
 // §4.16) and the reason: NXDOMAIN, not REFUSED, so that stub resolvers keep
 // walking their search list (musl stops on REFUSED).
 func (s *Server) blocked(qr *query) *dns.Msg {
-	qr.ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeBlocked, ExtraText: "egressd: " + string(qr.dec.Reason)}
+	qr.setEDE(dns.ExtendedErrorCodeBlocked, "egressd: "+string(qr.dec.Reason))
 	return s.reply(qr, dns.RcodeNameError)
 }
 
@@ -128,24 +170,46 @@ func (s *Server) forward(ctx context.Context, qr *query) *dns.Msg {
 			return s.reply(qr, dns.RcodeSuccess)
 		}
 	}
-	res, err := s.cfg.Resolver.Query(ctx, qr.q.Name, qr.q.Qtype)
-	if err != nil {
-		return s.upstreamFailed(qr, err)
+	var sv served
+	var ok bool
+	qr.hit, sv, ok = s.cfg.Resolver.cached(qr.q.Name, qr.q.Qtype)
+	res := &qr.hit
+	if !ok {
+		ctx, cancel := s.slow(ctx, qr)
+		defer cancel()
+		var err error
+		if res, err = s.cfg.Resolver.Query(ctx, qr.q.Name, qr.q.Qtype); err != nil {
+			return s.upstreamFailed(qr, err)
+		}
+		sv = servedOf(res.Msg)
 	}
 	qr.res = res
-	answer, never := stripNever(res.Msg.Answer)
-	if never != "" && !hasAddress(answer) && (qr.q.Qtype == dns.TypeA || qr.q.Qtype == dns.TypeAAAA) {
+	if sv.never != "" && !hasAddress(sv.answer) && (qr.q.Qtype == dns.TypeA || qr.q.Qtype == dns.TypeAAAA) {
 		// Every address of the name is in the guard's never class
 		// (metadata, link-local, ...): deny the name, in every mode.
-		qr.dec = policy.Denied(never)
+		qr.dec = policy.Denied(sv.never)
 		return s.blocked(qr)
 	}
-	stripNeverHints(answer)
 	resp := s.reply(qr, res.Msg.Rcode)
-	// The authority section is stripped too: nothing of an answer may
-	// carry a never-class address to the pod.
-	resp.Answer, resp.Ns = answer, withoutNever(res.Msg.Ns)
+	resp.Answer, resp.Ns = sv.answer, sv.ns
 	return resp
+}
+
+// served is an upstream answer as the server hands it to pods: the guard's
+// never-class addresses (metadata, link-local, ...) stripped from the
+// answer records, the SVCB/HTTPS hints and the authority section (nothing
+// of an answer may carry one to the pod), and the reason of the last class
+// stripped from the answer ("" when none was). Its slices are clipped, so
+// an append never writes into them: a cache hit's are shared.
+type served struct {
+	answer, ns []dns.RR
+	never      policy.Reason
+}
+
+func servedOf(m *dns.Msg) served {
+	answer, never := stripNever(m.Answer)
+	stripNeverHints(answer)
+	return served{answer: slices.Clip(answer), ns: slices.Clip(withoutNever(m.Ns)), never: never}
 }
 
 // withoutNever is stripNever without the reason, for sections where an
@@ -158,6 +222,8 @@ func withoutNever(rrs []dns.RR) []dns.RR {
 // transparent answers A (AAAA) of an allowed name with the advertised
 // address, once the name is known to have an address upstream.
 func (s *Server) transparent(ctx context.Context, qr *query) *dns.Msg {
+	ctx, cancel := s.slow(ctx, qr)
+	defer cancel()
 	ans, err := s.cfg.Resolver.LookupIP(ctx, qr.q.Name)
 	qr.res = &Result{Cached: ans.Cached, Stale: ans.Stale, Upstream: ans.Upstream, Duration: ans.Duration}
 	switch {
@@ -190,7 +256,7 @@ func (s *Server) transparent(ctx context.Context, qr *query) *dns.Msg {
 // say what it is (RFC 8914 §4.23 Network Error).
 func (s *Server) upstreamFailed(qr *query, err error) *dns.Msg {
 	qr.err = err
-	qr.ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNetworkError, ExtraText: "egressd: upstream failed"}
+	qr.setEDE(dns.ExtendedErrorCodeNetworkError, "egressd: upstream failed")
 	return s.reply(qr, dns.RcodeServerFailure)
 }
 
@@ -200,6 +266,8 @@ func (s *Server) forwardCluster(ctx context.Context, qr *query) *dns.Msg {
 	if s.cluster == nil {
 		return s.reply(qr, dns.RcodeNameError)
 	}
+	ctx, cancel := s.slow(ctx, qr)
+	defer cancel()
 	start := time.Now()
 	resp, addr, err := s.cluster.exchange(ctx, newQuery(dns.Fqdn(lowerASCII(qr.q.Name)), qr.q.Qtype, qr.q.Qclass, s.cfg.UDPSize))
 	if err != nil {
@@ -219,7 +287,8 @@ func (s *Server) forwardCluster(ctx context.Context, qr *query) *dns.Msg {
 // and an OPT record when the client sent one (RFC 6891 §7: never
 // otherwise), carrying qr.ede.
 func (s *Server) reply(qr *query, rcode int) *dns.Msg {
-	resp := new(dns.Msg)
+	resp := &qr.msg
+	*resp = dns.Msg{}
 	resp.Id = qr.req.Id
 	resp.Response = true
 	resp.Opcode = qr.req.Opcode
@@ -227,7 +296,8 @@ func (s *Server) reply(qr *query, rcode int) *dns.Msg {
 	resp.CheckingDisabled = qr.req.CheckingDisabled
 	resp.RecursionAvailable = qr.client != nil
 	if len(qr.req.Question) == 1 {
-		resp.Question = []dns.Question{qr.req.Question[0]}
+		qr.qs[0] = qr.req.Question[0]
+		resp.Question = qr.qs[:]
 	}
 	resp.Rcode = rcode
 	return resp
@@ -238,10 +308,14 @@ func (s *Server) reply(qr *query, rcode int) *dns.Msg {
 func (s *Server) finish(qr *query, resp *dns.Msg) *dns.Msg {
 	size := dns.MaxMsgSize
 	if opt := qr.req.IsEdns0(); opt != nil {
-		o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+		o := &qr.opt
+		*o = dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 		o.SetUDPSize(s.cfg.UDPSize)
 		if qr.ede != nil {
-			o.Option = append(o.Option, qr.ede)
+			o.Option = append(qr.options[:0], qr.ede)
+		}
+		if resp.Extra == nil {
+			resp.Extra = qr.extra[:0]
 		}
 		resp.Extra = append(resp.Extra, o)
 		if qr.udp {

@@ -33,9 +33,8 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 		return nil, err
 	}
 	k := cacheKey{name: n, qtype: qtype, qclass: dns.ClassINET}
-	if e, fresh := r.cache.get(k, r.cfg.Now()); fresh {
-		r.cfg.Metrics.CacheHits.Inc()
-		return &Result{Msg: answerFrom(e, r.cfg.Now(), false), Cached: true, Upstream: e.upstream, Duration: time.Since(start)}, nil
+	if res, ok := r.fromCache(k, start); ok {
+		return res, nil
 	}
 	r.cfg.Metrics.CacheMisses.Inc()
 	res, _ := r.flights.do(ctx, k, func() fetchResult { return r.fetch(ctx, k) })
@@ -51,6 +50,37 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 		Upstream: res.e.upstream,
 		Duration: time.Since(start),
 	}, nil
+}
+
+// cached is Query for a fresh cache hit only, for the DNS server: false
+// means Query would have to ask (or wait for) an upstream. A hit is
+// counted; a miss is not (the Query that follows counts it). Unlike
+// Query's, the Msg and its records are shared and must not be modified;
+// served is what the server hands out of them (servedOf), computed once
+// a second per entry. A hit is not timed (Duration 0).
+func (r *Resolver) cached(name string, qtype uint16) (Result, served, bool) {
+	n, err := fqdnKey(name)
+	if err != nil {
+		return Result{}, served{}, false
+	}
+	now := r.cfg.Now()
+	e, fresh := r.cache.get(cacheKey{name: n, qtype: qtype, qclass: dns.ClassINET}, now)
+	if !fresh {
+		return Result{}, served{}, false
+	}
+	r.cfg.Metrics.CacheHits.Inc()
+	m, sv := sharedAnswer(e, now)
+	return Result{Msg: m, Cached: true, Upstream: e.upstream}, sv, true
+}
+
+func (r *Resolver) fromCache(k cacheKey, start time.Time) (*Result, bool) {
+	now := r.cfg.Now()
+	e, fresh := r.cache.get(k, now)
+	if !fresh {
+		return nil, false
+	}
+	r.cfg.Metrics.CacheHits.Inc()
+	return &Result{Msg: answerFrom(e, now, false), Cached: true, Upstream: e.upstream, Duration: time.Since(start)}, true
 }
 
 // fetch asks the upstreams for k and caches the answer. It runs detached

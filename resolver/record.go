@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/egressd/egressd/audit"
 )
@@ -13,7 +14,8 @@ import (
 func (s *Server) record(qr *query, resp *dns.Msg) {
 	r := &qr.rec
 	r.SetDecision(qr.dec)
-	d := &audit.DNS{Rcode: rcodeString(resp.Rcode)}
+	d := &qr.dnsRec
+	*d = audit.DNS{Rcode: rcodeString(resp.Rcode), Answers: qr.answers[:0]}
 	for _, rr := range resp.Answer {
 		switch v := rr.(type) {
 		case *dns.CNAME:
@@ -42,6 +44,37 @@ func (s *Server) record(qr *query, resp *dns.Msg) {
 		r.Error = qr.err.Error()
 	}
 	s.cfg.Audit.Write(r)
-	s.cfg.Metrics.DNSQueries.WithLabelValues(r.Verdict, d.Rcode).Inc()
-	s.cfg.Metrics.Requests.WithLabelValues(audit.KindDNS, r.Verdict, r.Reason).Inc()
+	s.countersFor(r.Verdict, r.Reason, resp.Rcode, d.Rcode).inc()
+}
+
+// counterKey is what the query counters' labels are made of.
+type counterKey struct {
+	verdict, reason string
+	rcode           int
+}
+
+// counters are the two counters one query increments, looked up once per
+// label set and kept (Server.counters): the label values come from small
+// fixed sets (verdicts, reasons, rcodes), and the vectors' own lookup
+// hashes every label value of every query.
+type counters struct {
+	queries, requests prometheus.Counter
+}
+
+func (c counters) inc() {
+	c.queries.Inc()
+	c.requests.Inc()
+}
+
+func (s *Server) countersFor(verdict, reason string, rcode int, rcodeText string) counters {
+	k := counterKey{verdict: verdict, reason: reason, rcode: rcode}
+	if c, ok := s.counters.Load(k); ok {
+		return c.(counters)
+	}
+	c := counters{
+		queries:  s.cfg.Metrics.DNSQueries.WithLabelValues(verdict, rcodeText),
+		requests: s.cfg.Metrics.Requests.WithLabelValues(audit.KindDNS, verdict, reason),
+	}
+	s.counters.Store(k, c)
+	return c
 }

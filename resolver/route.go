@@ -138,21 +138,21 @@ func stripNever(rrs []dns.RR) ([]dns.RR, policy.Reason) {
 }
 
 // stripNeverHints removes never-class addresses from the ipv4hint and
-// ipv6hint of SVCB and HTTPS records (RFC 9460 §7.3), in place: a client
-// that connects by the hints (browsers do, before A/AAAA arrive) must not
-// learn 169.254.169.254 from an allowed name any more than from its A
-// record. A hint left empty is removed (an empty hint is malformed).
+// ipv6hint of SVCB and HTTPS records (RFC 9460 §7.3): a client that
+// connects by the hints (browsers do, before A/AAAA arrive) must not learn
+// 169.254.169.254 from an allowed name any more than from its A record. A
+// hint left empty is removed (an empty hint is malformed). A record that
+// changes is replaced in rrs by a stripped copy: the records themselves may
+// be the cache's, shared with other queries (Resolver.cached).
 func stripNeverHints(rrs []dns.RR) {
-	for _, rr := range rrs {
-		var svcb *dns.SVCB
-		switch v := rr.(type) {
-		case *dns.SVCB:
-			svcb = v
-		case *dns.HTTPS:
-			svcb = &v.SVCB
-		default:
+	for i, rr := range rrs {
+		svcb := svcbOf(rr)
+		if svcb == nil || !hasNeverHint(svcb) {
 			continue
 		}
+		c := dns.Copy(rr)
+		rrs[i] = c
+		svcb = svcbOf(c)
 		kept := svcb.Value[:0]
 		for _, kv := range svcb.Value {
 			switch h := kv.(type) {
@@ -171,6 +171,38 @@ func stripNeverHints(rrs []dns.RR) {
 		}
 		svcb.Value = kept
 	}
+}
+
+func svcbOf(rr dns.RR) *dns.SVCB {
+	switch v := rr.(type) {
+	case *dns.SVCB:
+		return v
+	case *dns.HTTPS:
+		return &v.SVCB
+	}
+	return nil
+}
+
+func hasNeverHint(svcb *dns.SVCB) bool {
+	for _, kv := range svcb.Value {
+		var hint []net.IP
+		switch h := kv.(type) {
+		case *dns.SVCBIPv4Hint:
+			hint = h.Hint
+		case *dns.SVCBIPv6Hint:
+			hint = h.Hint
+		}
+		for _, ip := range hint {
+			a, ok := netip.AddrFromSlice(ip)
+			if !ok {
+				return true // publicIPs drops it
+			}
+			if cl, _ := policy.Classify(a); cl == policy.ClassNever {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // publicIPs returns ips without the never-class ones, reusing ips.

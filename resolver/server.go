@@ -115,15 +115,20 @@ type Server struct {
 	cluster  *upstreams // nil without ClusterDNS
 	suffixes []string   // ClusterDomain and SearchDomains, fqdn-less, lower case
 
+	counters sync.Map // counterKey → counters (record.go)
+
 	mu      sync.Mutex
 	closed  bool
 	running []*running
 }
 
+// running is one serving listener: shutdown waits for started (or done)
+// before it stops it.
 type running struct {
-	srv     *dns.Server
-	started chan struct{}
-	done    chan struct{}
+	net      string
+	shutdown func(context.Context) error
+	started  chan struct{}
+	done     chan struct{}
 }
 
 // NewServer returns a Server for cfg after applying the defaults.
@@ -218,21 +223,22 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // ServeUDP serves queries arriving on pc until Shutdown. pc is closed then.
+// A fixed set of goroutines reads pc (udp.go).
 func (s *Server) ServeUDP(pc net.PacketConn) error {
-	// 4096 bytes read buffer: queries with EDNS0 options can exceed 512.
-	return s.serve(&dns.Server{PacketConn: pc, Net: "udp", UDPSize: 4096})
+	u := newUDPServer(s, pc)
+	return s.serve("udp", u.started, u.serve, u.shutdown)
 }
 
 // ServeTCP serves queries arriving on ln until Shutdown. ln is closed then.
 func (s *Server) ServeTCP(ln net.Listener) error {
-	return s.serve(&dns.Server{Listener: ln, Net: "tcp"})
+	srv := &dns.Server{Listener: ln, Net: "tcp", Handler: s, MsgAcceptFunc: acceptQuery}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	return s.serve("tcp", started, srv.ActivateAndServe, srv.ShutdownContext)
 }
 
-func (s *Server) serve(srv *dns.Server) error {
-	srv.Handler = s
-	srv.MsgAcceptFunc = acceptQuery
-	r := &running{srv: srv, started: make(chan struct{}), done: make(chan struct{})}
-	srv.NotifyStartedFunc = func() { close(r.started) }
+func (s *Server) serve(network string, started chan struct{}, run func() error, shutdown func(context.Context) error) error {
+	r := &running{net: network, shutdown: shutdown, started: started, done: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -240,7 +246,7 @@ func (s *Server) serve(srv *dns.Server) error {
 	}
 	s.running = append(s.running, r)
 	s.mu.Unlock()
-	err := srv.ActivateAndServe()
+	err := run()
 	close(r.done)
 	s.mu.Lock()
 	closed := s.closed
@@ -249,7 +255,7 @@ func (s *Server) serve(srv *dns.Server) error {
 		return ErrServerClosed
 	}
 	if err != nil {
-		return fmt.Errorf("resolver: serve %s: %w", srv.Net, err)
+		return fmt.Errorf("resolver: serve %s: %w", network, err)
 	}
 	return nil
 }
@@ -271,8 +277,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("resolver: shutdown: %w", ctx.Err())
 		}
-		if err := r.srv.ShutdownContext(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("resolver: shutdown %s: %w", r.srv.Net, err))
+		if err := r.shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("resolver: shutdown %s: %w", r.net, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -295,9 +301,8 @@ func acceptQuery(dh dns.Header) dns.MsgAcceptAction {
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	src := addrOf(w.RemoteAddr())
 	udp := w.LocalAddr() != nil && w.LocalAddr().Network() == "udp"
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
-	defer cancel()
-	if resp := s.handle(ctx, src, req, udp); resp != nil {
+	// QueryTimeout applies where the query may wait (Server.slow).
+	if resp := s.handle(context.Background(), src, req, udp); resp != nil {
 		if err := w.WriteMsg(resp); err != nil {
 			s.cfg.Logger.Debug("dns write failed", "client", src, "error", err)
 		}
