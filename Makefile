@@ -21,7 +21,7 @@ lint: ## gofmt, go vet, package boundaries
 	go vet ./...
 
 bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS
-	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./proxy/
+	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./proxy/ ./audit/
 	bash bench/proxy/run.sh
 	bash bench/dns/run.sh
 
