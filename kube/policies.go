@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,10 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 	var docs []policy.Document
 	var fp strings.Builder
 	var updates []statusUpdate
+	// New good versions become lastGood only once a snapshot holding them
+	// is in force: a version that never took effect must not be the
+	// fallback for a later invalid edit.
+	staged := make(map[types.UID]goodVersion)
 	for _, u := range us {
 		uid, gen := u.GetUID(), u.GetGeneration()
 		seen[uid] = true
@@ -72,7 +77,7 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 		case err == nil:
 			ep.Status = policy.EgressPolicyStatus{} // status is ours, not part of the policy
 			doc := policy.Document{Origin: origin, Policy: ep}
-			c.lastGood[uid] = goodVersion{generation: gen, doc: doc}
+			staged[uid] = goodVersion{generation: gen, doc: doc}
 			docs = append(docs, doc)
 			fmt.Fprintf(&fp, "%s/%d;", uid, gen)
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonValid, "the policy is in force"
@@ -108,12 +113,15 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 			c.cfg.Logger.Error("kube: compile EgressPolicies; the previous snapshot stays in force", "err", err)
 		} else {
 			c.cfg.SetPolicy(snap)
+			maps.Copy(c.lastGood, staged)
 			c.applied = fp.String()
 			c.cfg.Metrics.Reloads.WithLabelValues("kube").Inc()
 			c.cfg.Metrics.Policies.Set(float64(len(docs)))
 			c.cfg.Logger.Info("kube: policy snapshot updated", "policies", len(docs))
 		}
 		c.policiesDone.Store(true)
+	} else {
+		maps.Copy(c.lastGood, staged) // the same versions are in force already
 	}
 
 	var errs []error
