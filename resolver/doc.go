@@ -65,9 +65,14 @@
 //     policy and rule that allow the name itself. An auditor filtering on
 //     verdict "deny" sees real denials only. A denied name plus a node
 //     search domain stays a denial (not-allowlisted).
-//  5. Names under the cluster domain and the reverse zones (in-addr.arpa,
-//     ip6.arpa) go to ClusterDNS uncached: verdict allow, reason
-//     cluster-domain. Without ClusterDNS they are answered NXDOMAIN.
+//  5. Names under the cluster domain, and the PTR names of addresses in
+//     ServerConfig.ClusterCIDRs (exactly four decimal labels under
+//     in-addr.arpa, exactly 32 nibbles under ip6.arpa), go to ClusterDNS
+//     uncached: verdict allow, reason cluster-domain. Without ClusterDNS
+//     they are answered NXDOMAIN. Every other reverse name takes step 6:
+//     the cluster DNS forwards what it does not own, so
+//     "<secret>.113.0.203.in-addr.arpa" would otherwise carry data to
+//     whoever runs 203.0.113.0/24's reverse zone.
 //  6. Otherwise policy.Snapshot.Decide with Port 0 (does any rule of the
 //     pod allow the name at all; the port is checked when the pod
 //     connects), then Decision.InMode. Every type (A, AAAA, CNAME,
@@ -98,9 +103,11 @@
 //  9. The answer is bounded: over UDP to the client's EDNS0 size capped at
 //     ServerConfig.UDPSize (1232), or 512 without EDNS0, truncated with TC
 //     so the client retries over TCP; over TCP to 65535. A message that
-//     does not parse gets a header-only FORMERR, as miekg's server answers
-//     it (never larger than the query); a message with QR set, or shorter
-//     than a header, gets nothing.
+//     does not parse gets FORMERR with the header and the questions that
+//     parsed, as miekg's server answers it, but over UDP never larger than
+//     the query (questions compressed in the query are dropped), and an
+//     audit record with reason bad-request and no host; a message with QR
+//     set, or shorter than a header, gets nothing.
 //  10. One audit record (kind dns): client, host (the query name, lower
 //     case, no trailing dot), qtype, verdict, would_deny, reason, policy,
 //     rule, dns {answers, cnames, ttl, rcode, ms, cached, stale, upstream},

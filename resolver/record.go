@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"net/netip"
 	"strings"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/policy"
 )
 
 // record writes the one audit record of the query and counts it.
@@ -45,6 +47,20 @@ func (s *Server) record(qr *query, resp *dns.Msg) {
 	}
 	s.cfg.Audit.Write(r)
 	s.countersFor(r.Verdict, r.Reason, resp.Rcode, d.Rcode).inc()
+}
+
+// recordMalformed writes the audit record of a UDP datagram that did not
+// parse, answered resp (FORMERR): reason bad-request, no host, the client
+// as identified.
+func (s *Server) recordMalformed(qr *query, src netip.Addr, resp *dns.Msg) {
+	qr.start, qr.src, qr.udp = time.Now(), src, true
+	qr.rec = audit.Record{Kind: audit.KindDNS, Mode: string(s.cfg.Mode)}
+	if c, ok := s.cfg.Identity.Lookup(src); ok {
+		qr.client = c
+	}
+	qr.rec.Client = audit.ClientOf(src, qr.client)
+	qr.dec = policy.Denied(policy.ReasonBadRequest)
+	s.record(qr, resp)
 }
 
 // counterKey is what the query counters' labels are made of.

@@ -3,6 +3,7 @@ package resolver
 import (
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -33,11 +34,15 @@ func (s *Server) route(qr *query) route {
 		return routeBlocked
 	}
 	snap := s.cfg.Policy()
-	if s.isClusterName(host) {
+	if under(host, s.cfg.ClusterDomain) {
 		if d, ok := s.searchExpansion(snap, qr.client, host); ok {
 			qr.dec = d
 			return routeSearch
 		}
+		qr.dec = policy.Decision{Verdict: policy.Allow, Reason: policy.ReasonClusterDomain, Rule: -1}
+		return routeCluster
+	}
+	if s.isClusterReverse(host) {
 		qr.dec = policy.Decision{Verdict: policy.Allow, Reason: policy.ReasonClusterDomain, Rule: -1}
 		return routeCluster
 	}
@@ -62,10 +67,78 @@ func (s *Server) route(qr *query) route {
 	return routeBlocked
 }
 
-// isClusterName reports whether host is under the cluster domain or in a
-// reverse zone (RFC 1035 §3.5 in-addr.arpa, RFC 3596 §2.5 ip6.arpa).
-func (s *Server) isClusterName(host string) bool {
-	return under(host, s.cfg.ClusterDomain) || under(host, "in-addr.arpa") || under(host, "ip6.arpa")
+// isClusterReverse reports whether host is the PTR name of an address in
+// ClusterCIDRs. Only such names go to the cluster DNS unasked: every other
+// name in the reverse zones is decided by the policy like any name, since
+// the cluster DNS forwards what it does not own, and "<secret>.113.0.203.
+// in-addr.arpa" would reach the authoritative server of 203.0.113.0/24.
+func (s *Server) isClusterReverse(host string) bool {
+	a, ok := parseReverse(host)
+	if !ok {
+		return false
+	}
+	for _, p := range s.cfg.ClusterCIDRs {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseReverse returns the address whose PTR name host is: exactly four
+// decimal labels 0-255 without leading zeros under in-addr.arpa (RFC 1035
+// §3.5), exactly 32 hex nibbles under ip6.arpa (RFC 3596 §2.5). Anything
+// else (a partial zone, extra labels in front) is not an address's name.
+// host is lower case, without the trailing dot.
+func parseReverse(host string) (netip.Addr, bool) {
+	if rest, ok := strings.CutSuffix(host, ".in-addr.arpa"); ok {
+		labels := strings.Split(rest, ".")
+		if len(labels) != 4 {
+			return netip.Addr{}, false
+		}
+		var b [4]byte
+		for i, l := range labels {
+			n, err := strconv.ParseUint(l, 10, 8)
+			if err != nil || l != strconv.FormatUint(n, 10) {
+				return netip.Addr{}, false
+			}
+			b[3-i] = byte(n)
+		}
+		return netip.AddrFrom4(b), true
+	}
+	if rest, ok := strings.CutSuffix(host, ".ip6.arpa"); ok {
+		// "n.n.n. ... .n": 32 nibbles and 31 dots, least significant first.
+		if len(rest) != 63 {
+			return netip.Addr{}, false
+		}
+		var b [16]byte
+		for i := range 32 {
+			if i < 31 && rest[2*i+1] != '.' {
+				return netip.Addr{}, false
+			}
+			v, ok := nibble(rest[2*i])
+			if !ok {
+				return netip.Addr{}, false
+			}
+			if i%2 == 0 {
+				b[15-i/2] |= v
+			} else {
+				b[15-i/2] |= v << 4
+			}
+		}
+		return netip.AddrFrom16(b), true
+	}
+	return netip.Addr{}, false
+}
+
+func nibble(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 func under(host, zone string) bool {

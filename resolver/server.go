@@ -43,9 +43,16 @@ type ServerConfig struct {
 	// ClusterDomain is the cluster's DNS domain. Zero means "cluster.local".
 	ClusterDomain string
 	// ClusterDNS are the cluster's DNS servers (kube-dns), "IP[:port]",
-	// asked for names under ClusterDomain and the reverse zones. Empty means
-	// such names are answered NXDOMAIN (no cluster: a laptop run).
+	// asked for names under ClusterDomain and the PTR names of addresses in
+	// ClusterCIDRs. Empty means such names are answered NXDOMAIN (no
+	// cluster: a laptop run).
 	ClusterDNS []string
+	// ClusterCIDRs are the cluster's address ranges (pods, services): the
+	// PTR name of an address in one of them (d.c.b.a.in-addr.arpa, 32
+	// nibbles under ip6.arpa) goes to ClusterDNS. Every other reverse name
+	// is decided by the policy like any name. Empty means no reverse name
+	// goes to ClusterDNS. The CLI passes its --private-cidr ranges.
+	ClusterCIDRs []netip.Prefix
 	// SearchDomains are the search domains pods get from the node besides
 	// the cluster's own (for example "ec2.internal"), used to recognise
 	// search-list expansions of allowed names; see doc.go. Empty means only
@@ -97,6 +104,11 @@ func (c ServerConfig) Validate() error {
 	for _, u := range c.ClusterDNS {
 		if _, err := normalizeUpstream(u); err != nil {
 			errs = append(errs, fmt.Errorf("resolver: cluster DNS: %w", err))
+		}
+	}
+	for _, p := range c.ClusterCIDRs {
+		if !p.IsValid() {
+			errs = append(errs, fmt.Errorf("resolver: cluster CIDR %q is not valid", p))
 		}
 	}
 	if c.AdvertiseIP.IsValid() && !c.AdvertiseIP.Unmap().Is4() {
@@ -159,6 +171,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg.QueryTimeout = 5 * time.Second
 	}
 	cfg.AdvertiseIP = cfg.AdvertiseIP.Unmap()
+	cidrs := make([]netip.Prefix, 0, len(cfg.ClusterCIDRs))
+	for _, p := range cfg.ClusterCIDRs {
+		cidrs = append(cidrs, p.Masked())
+	}
+	cfg.ClusterCIDRs = cidrs // a copy: the caller's slice may change
 	s := &Server{cfg: cfg}
 	for _, d := range cfg.SearchDomains {
 		if d = strings.Trim(lowerASCII(d), "."); d != "" {

@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -204,7 +205,10 @@ func TestServerAuditMode(t *testing.T) {
 }
 
 func TestServerSearchExpansionAndClusterDomain(t *testing.T) {
-	f := newFixture(t, func(s *ServerConfig, _ *Config) { s.SearchDomains = []string{"ec2.internal."} })
+	f := newFixture(t, func(s *ServerConfig, _ *Config) {
+		s.SearchDomains = []string{"ec2.internal."}
+		s.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
 	tests := []struct {
 		name    string
 		qname   string
@@ -342,6 +346,65 @@ func TestServerServeStale(t *testing.T) {
 		}
 		if rec := f.audit.last(t, "x.blob.test"); rec.Error == "" || rec.DNS.Rcode != "SERVFAIL" {
 			t.Errorf("audit %+v", rec)
+		}
+	})
+}
+
+// TestServerReverseZone: only the PTR name of an address in ClusterCIDRs
+// reaches the cluster DNS; every other reverse name is decided by the
+// policy, since the cluster DNS forwards what it does not own (an
+// exfiltration channel to whoever runs the reverse zone).
+func TestServerReverseZone(t *testing.T) {
+	f := newFixture(t, func(s *ServerConfig, _ *Config) {
+		s.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	})
+	v6 := "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa" // fd00::1
+	tests := []struct {
+		name    string
+		qname   string
+		cluster bool // forwarded to the cluster DNS
+	}{
+		{"address in the cluster ranges", "2.0.0.127.in-addr.arpa", true},
+		{"IPv6 address in the cluster ranges", v6, true},
+		{"secret label in front", "c2vjcmv0.2.0.0.127.in-addr.arpa", false},
+		{"outside the ranges", "7.113.0.203.in-addr.arpa", false},
+		{"secret label in front outside the ranges", "c2vjcmv0.113.0.203.in-addr.arpa", false},
+		{"partial zone", "0.127.in-addr.arpa", false},
+		{"leading zero", "02.0.0.127.in-addr.arpa", false},
+		{"octet over 255", "256.0.0.127.in-addr.arpa", false},
+		{"IPv6 wrong nibble count", v6[2:], false},
+		{"IPv6 extra nibble", "0." + v6, false},
+		{"IPv6 label of two nibbles", "10" + v6[3:], false},
+		{"the zone itself", "in-addr.arpa", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clTotal := f.cluster.total.Load()
+			resp := f.ask(t, "127.0.0.2", "udp", tc.qname, dns.TypePTR, 1232)
+			if asked := f.cluster.total.Load() != clTotal; asked != tc.cluster {
+				t.Fatalf("cluster DNS asked = %v, want %v", asked, tc.cluster)
+			}
+			rec := f.audit.last(t, tc.qname)
+			if tc.cluster {
+				if rec.Verdict != "allow" || rec.Reason != string(policy.ReasonClusterDomain) {
+					t.Errorf("audit verdict %q reason %q, want allow cluster-domain", rec.Verdict, rec.Reason)
+				}
+				return
+			}
+			if e := ede(resp); resp.Rcode != dns.RcodeNameError || e == nil || e.InfoCode != dns.ExtendedErrorCodeBlocked {
+				t.Errorf("answer %s EDE %v, want NXDOMAIN with EDE 15", dns.RcodeToString[resp.Rcode], e)
+			}
+			if rec.Verdict != "deny" {
+				t.Errorf("audit verdict %q reason %q, want deny", rec.Verdict, rec.Reason)
+			}
+		})
+	}
+
+	t.Run("no ClusterCIDRs: nothing forwarded", func(t *testing.T) {
+		f := newFixture(t, nil)
+		resp := f.ask(t, "127.0.0.2", "udp", "2.0.0.127.in-addr.arpa", dns.TypePTR, 1232)
+		if n := f.cluster.total.Load(); n != 0 || resp.Rcode != dns.RcodeNameError {
+			t.Fatalf("cluster DNS asked %d times, answer %s", n, dns.RcodeToString[resp.Rcode])
 		}
 	})
 }

@@ -55,11 +55,18 @@ type udpServer struct {
 	conn    batchConn
 	pktinfo bool // reply from the address each query came to
 
-	started chan struct{}   // closed once the first readers run
-	idle    chan *udpWorker // detached readers done with their query, parked
-	done    chan struct{}   // closed when the readers stop: parked ones end
-	stop    sync.Once       // closes done
+	started chan struct{} // closed once the first readers run
 	closing atomic.Bool
+
+	// idle holds the detached readers done with their query, parked until
+	// spawn hands them a batch. Once stopped, no reader parks and those
+	// parked are woken (to find the socket closed and end): a reader must
+	// never wait in idle after it stopped waiting, or spawn would hand it
+	// datagrams nobody answers or records.
+	idleMu  sync.Mutex
+	idle    []*udpWorker
+	stopped bool
+
 	wg      sync.WaitGroup // readers, detached and parked ones
 	errOnce sync.Once
 	err     error // the read error that stopped the server
@@ -79,7 +86,7 @@ type batchConn interface {
 
 func newUDPServer(s *Server, pc net.PacketConn) *udpServer {
 	u := &udpServer{s: s, pc: pc, conn: singleConn{pc},
-		started: make(chan struct{}), idle: make(chan *udpWorker, udpIdle), done: make(chan struct{})}
+		started: make(chan struct{})}
 	uc, ok := pc.(*net.UDPConn)
 	if !ok {
 		return u
@@ -143,7 +150,7 @@ func (u *udpServer) serve() error {
 func (u *udpServer) shutdown(ctx context.Context) error {
 	u.closing.Store(true)
 	u.pc.Close()
-	u.stop.Do(func() { close(u.done) })
+	u.stopParked()
 	done := make(chan struct{})
 	go func() { u.wg.Wait(); close(done) }()
 	select {
@@ -158,21 +165,43 @@ func (u *udpServer) shutdown(ctx context.Context) error {
 func (u *udpServer) fail(err error) {
 	u.errOnce.Do(func() { u.err = err })
 	u.pc.Close()
-	u.stop.Do(func() { close(u.done) })
+	u.stopParked()
+}
+
+// stopParked wakes the parked readers, once the socket is closed: they
+// read, fail and end. No reader parks after it.
+func (u *udpServer) stopParked() {
+	u.idleMu.Lock()
+	u.stopped = true
+	parked := u.idle
+	u.idle = nil
+	u.idleMu.Unlock()
+	for _, w := range parked {
+		w.take(nil)
+		w.wake <- struct{}{}
+	}
 }
 
 // spawn starts a reader, a parked one if there is one; it first answers
-// the datagrams of pending, the rest of a detached reader's batch.
+// the datagrams of pending, the rest of a detached reader's batch. After
+// the server stopped it still starts one, to answer (or at least record)
+// pending: the caller is a running reader, so the WaitGroup is not zero.
 func (u *udpServer) spawn(pending []ipv4.Message) {
-	select {
-	case w := <-u.idle:
+	u.idleMu.Lock()
+	var w *udpWorker
+	if n := len(u.idle); n > 0 {
+		w = u.idle[n-1]
+		u.idle[n-1] = nil
+		u.idle = u.idle[:n-1]
+	}
+	u.idleMu.Unlock()
+	if w != nil {
 		w.take(pending)
 		w.wake <- struct{}{}
 		return
-	default:
 	}
 	u.wg.Add(1)
-	w := &udpWorker{u: u, in: make([]ipv4.Message, udpBatch), out: make([]ipv4.Message, udpBatch), wake: make(chan struct{}, 1)}
+	w = &udpWorker{u: u, in: make([]ipv4.Message, udpBatch), out: make([]ipv4.Message, udpBatch), wake: make(chan struct{}, 1)}
 	slab := make([]byte, udpBatch*udpReadSize)
 	for i := range w.in {
 		w.in[i].Buffers = [][]byte{slab[i*udpReadSize : (i+1)*udpReadSize : (i+1)*udpReadSize]}
@@ -198,21 +227,21 @@ func (w *udpWorker) take(pending []ipv4.Message) {
 }
 
 // park is where a detached reader goes after its query: it waits to be
-// woken by the next detach, or ends when there are enough parked already
-// or the server stops. It reports whether the reader is reading again.
+// woken by the next detach (or by stopParked), or ends when there are
+// enough parked already or the server stopped. It reports whether the
+// reader is reading again.
 func (w *udpWorker) park() bool {
 	w.detached = false
-	select {
-	case w.u.idle <- w:
-	default:
+	u := w.u
+	u.idleMu.Lock()
+	if u.stopped || len(u.idle) >= udpIdle {
+		u.idleMu.Unlock()
 		return false
 	}
-	select {
-	case <-w.wake:
-		return true
-	case <-w.u.done:
-		return false
-	}
+	u.idle = append(u.idle, w)
+	u.idleMu.Unlock()
+	<-w.wake
+	return true
 }
 
 // udpWorker is one reader with its buffers, reused batch after batch.
@@ -294,6 +323,13 @@ func (w *udpWorker) serve(m *ipv4.Message) {
 		req.SetRcodeFormatError(req)
 		req.Zero = false
 		req.Ns, req.Answer, req.Extra = nil, nil, nil
+		if req.Len() > len(pkt) {
+			// Questions that parsed may have been compressed in the
+			// query: the source may be spoofed, amplify nothing.
+			req.Question = nil
+		}
+		w.qr = query{}
+		w.u.s.recordMalformed(&w.qr, addrOf(m.Addr), req)
 		w.add(req, m)
 		return
 	}

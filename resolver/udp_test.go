@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/ipv4"
+
+	"github.com/egressd/egressd/policy"
 )
 
 // TestUDPReaders: the reader loop of udp.go, the path of every UDP query.
@@ -304,5 +309,134 @@ func TestUDPShutdown(t *testing.T) {
 	}
 	if err := f.srv.ServeUDP(pc); !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("ServeUDP after Shutdown: %v", err)
+	}
+}
+
+// TestUDPParkedReaderAfterStop: a reader parked when the server stops
+// (shutdown or a read error) must not stay where spawn finds it: a batch
+// handed to it would get neither an answer nor an audit record. A reader
+// that detaches after the stop hands its datagrams to a reader that
+// records them.
+func TestUDPParkedReaderAfterStop(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		name string
+		stop func(u *udpServer) error
+	}{
+		{"shutdown", func(u *udpServer) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return u.shutdown(ctx)
+		}},
+		{"read error", func(u *udpServer) error { u.fail(errors.New("test read error")); return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := newUDPServer(f.srv, pc)
+			// Two readers: one parked, one still answering its batch.
+			u.wg.Add(2)
+			w := &udpWorker{u: u, in: make([]ipv4.Message, udpBatch), wake: make(chan struct{}, 1)}
+			for i := range w.in {
+				w.in[i].Buffers = [][]byte{make([]byte, udpReadSize)}
+			}
+			left := make(chan struct{})
+			go func() {
+				defer u.wg.Done()
+				w.detached = true
+				w.park()
+				close(left)
+			}()
+			for parkedReaders(u) == 0 {
+				runtime.Gosched() // the reader is on its way to idle
+			}
+			stopped := make(chan error, 1)
+			go func() { stopped <- tc.stop(u) }()
+			<-left // the parked reader left park: the stop is under way
+
+			// The busy reader detaches after the stop, with one datagram
+			// of its batch still to answer.
+			host := strings.ReplaceAll(tc.name, " ", "-") + ".after-stop.evil.test"
+			m := new(dns.Msg)
+			m.SetQuestion(host+".", dns.TypeA)
+			wire, _ := m.Pack()
+			u.spawn([]ipv4.Message{{Buffers: [][]byte{wire}, N: len(wire), Addr: &net.UDPAddr{IP: net.ParseIP("127.0.0.2"), Port: 53}}})
+			u.wg.Done()
+
+			u.wg.Wait()
+			if err := <-stopped; err != nil {
+				t.Fatal(err)
+			}
+			if rec := f.audit.last(t, host); rec.Kind != "dns" {
+				t.Fatalf("record %+v", rec)
+			}
+		})
+	}
+}
+
+// parkedReaders is how many readers wait in u.idle.
+func parkedReaders(u *udpServer) int {
+	u.idleMu.Lock()
+	defer u.idleMu.Unlock()
+	return len(u.idle)
+}
+
+// TestUDPMalformed: a datagram that does not parse is answered FORMERR,
+// never larger than itself (the source may be spoofed: questions that
+// parsed may have been compressed in the query), and recorded: reason
+// bad-request, no host, the client as identified.
+func TestUDPMalformed(t *testing.T) {
+	f := newFixture(t, nil)
+	// A long first question, then questions that point back at its name
+	// (2 bytes each, the whole name once unpacked), then one whose pointer
+	// leads out of the message.
+	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) + ".test."
+	const pointers = 8
+	amp := []byte{0, 11, 1, 0, 0, pointers + 2, 0, 0, 0, 0, 0, 0}
+	name := make([]byte, 255)
+	n, err := dns.PackDomainName(long, name, 0, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	amp = append(amp, name[:n]...)
+	amp = append(amp, 0, 1, 0, 1)
+	for range pointers {
+		amp = append(amp, 0xC0, 12, 0, 1, 0, 1)
+	}
+	amp = append(amp, 0xC0, 0xFF)
+	tests := []struct {
+		name   string
+		src    string
+		wire   []byte
+		id     uint16
+		client string // the pod recorded; "" for none
+	}{
+		{"pod", "127.0.0.2", []byte{0, 9, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xC0, 0xFF}, 9, "llm-0"},
+		{"unknown source", "127.0.0.9", []byte{0, 10, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xC0, 0xFF}, 10, ""},
+		{"compressed questions", "127.0.0.9", amp, 11, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(f.audit.records(t))
+			reply := rawUDP(t, tc.src, f.addr, tc.wire)
+			m := new(dns.Msg)
+			if err := m.Unpack(reply); err != nil {
+				t.Fatal(err)
+			}
+			if m.Id != tc.id || m.Rcode != dns.RcodeFormatError || len(reply) > len(tc.wire) {
+				t.Fatalf("reply of %d bytes to %d: %v", len(reply), len(tc.wire), m)
+			}
+			rs := f.audit.records(t)[before:]
+			if len(rs) != 1 {
+				t.Fatalf("%d audit records, want 1", len(rs))
+			}
+			r := rs[0]
+			if r.Kind != "dns" || r.Reason != string(policy.ReasonBadRequest) || r.Verdict != "deny" || r.Host != "" ||
+				r.Client.IP != tc.src || r.Client.Pod != tc.client || r.DNS == nil || r.DNS.Rcode != "FORMERR" {
+				t.Fatalf("record %+v", r)
+			}
+		})
 	}
 }

@@ -18,6 +18,11 @@ func startDNS(o *runOptions, st *state, res *resolver.Resolver, auditLog *audit.
 		Resolver: res, Policy: st.policy, Identity: st.pods, Audit: auditLog, Metrics: st.metrics,
 		Logger: st.log, Mode: policy.Mode(o.mode), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS,
 	}
+	for _, c := range o.privateCIDRs {
+		// Reverse lookups (PTR) of the cluster's own ranges go to the
+		// cluster DNS; every other reverse name is decided like any name.
+		cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, netip.MustParsePrefix(c)) // validated
+	}
 	if search, err := resolver.SearchFromResolvConf("/etc/resolv.conf"); err == nil {
 		cfg.SearchDomains = search
 	}

@@ -62,7 +62,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.Var(&o.upstreamDNS, "upstream-dns", "upstream DNS server host:port (repeatable; default: the nameservers of /etc/resolv.conf)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain, forwarded to --cluster-dns")
 	fs.Var(&o.clusterDNS, "cluster-dns", "cluster DNS server host:port for the cluster domain (repeatable; default: the upstream)")
-	fs.Var(&o.privateCIDRs, "private-cidr", "extra private range, such as the pod and service CIDRs (repeatable)")
+	fs.Var(&o.privateCIDRs, "private-cidr", "the cluster's pod and service CIDRs (repeatable): private for the guard, and the only ranges whose reverse (PTR) names go to --cluster-dns")
 	fs.StringVar(&o.mode, "mode", string(policy.ModeEnforce), "enforce, or audit: allow what enforce would deny and record would_deny")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "/metrics, /healthz and /readyz address; empty disables")
 	fs.StringVar(&o.auditFile, "audit-file", "", "also append audit records to this file")
