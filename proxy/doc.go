@@ -60,6 +60,8 @@
 //     itself rejects (malformed, 431, missing Host) get a bad-request record
 //     too.
 //
-// Shutdown stops the listeners, lets tunnels end until its context ends, then
-// cuts the rest; every tunnel's record is written before it returns.
+// Shutdown stops the listeners, lets tunnels and requests end until its
+// context ends, then cuts the rest (closing connections and cancelling
+// upstream requests); every tunnel's and request's record is written before
+// it returns.
 package proxy

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +27,15 @@ type exchange struct {
 	host    string // normalized destination (or raw, when invalid)
 	port    int
 	written atomic.Bool
+
+	// live is the forwarded request's own context. The Transport dials on
+	// context.WithoutCancel (Go 1.23+), so a dial may outlive the request
+	// and its record: dialForTransport copies its results into the
+	// exchange under mu, only while live has not ended and done (set by
+	// finish under mu) is false.
+	live context.Context
+	mu   sync.Mutex
+	done bool
 }
 
 func (p *Proxy) newExchange(kind string, remote net.Addr) *exchange {
@@ -87,6 +98,9 @@ func (ex *exchange) finish(err error) {
 	if !ex.written.CompareAndSwap(false, true) {
 		return
 	}
+	ex.mu.Lock() // after a late dial's copy, if any; none comes after
+	ex.done = true
+	ex.mu.Unlock()
 	r := &ex.rec
 	r.Host, r.Port = ex.host, ex.port
 	r.SetDecision(ex.dec)

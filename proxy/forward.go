@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -46,8 +47,8 @@ func newForwarder(p *Proxy) *forwarder {
 	f.rp = &httputil.ReverseProxy{
 		Rewrite:        f.rewrite,
 		Transport:      tr,
-		FlushInterval:  -1, // stream as it comes: SSE token streams
-		ErrorLog:       nil,
+		FlushInterval:  -1,                                                  // stream as it comes: SSE token streams
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug), // body copy errors are in the record
 		ModifyResponse: f.modifyResponse,
 		ErrorHandler:   f.errorHandler,
 	}
@@ -55,13 +56,43 @@ func newForwarder(p *Proxy) *forwarder {
 }
 
 // dialForTransport is the Transport's DialContext: the guarded dialer of
-// the request's exchange.
+// the request's exchange. ctx does not end with the request (the Transport
+// dials on context.WithoutCancel), so the dial works on a copy of what it
+// needs and its results (decision, dns, peer) reach the exchange only while
+// the request is live; a dial that ends after the request is closed.
 func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net.Conn, error) {
 	ex, ok := ctx.Value(exchangeKey{}).(*exchange)
 	if !ok {
 		return nil, fmt.Errorf("%w: no exchange for %s", ErrDenied, addr)
 	}
-	c, rf := p.dialGuarded(ctx, ex)
+	ex.mu.Lock()
+	live := ex.live
+	if ex.done || live.Err() != nil {
+		ex.mu.Unlock()
+		return nil, fmt.Errorf("proxy: dial %s: request ended: %w", addr, context.Canceled)
+	}
+	d := &exchange{p: p, src: ex.src, client: ex.client, dec: ex.dec, host: ex.host, port: ex.port}
+	ex.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(live, cancel)()
+	c, rf := p.dialGuarded(ctx, d)
+
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.done || live.Err() != nil {
+		if c != nil {
+			c.Close()
+		}
+		return nil, fmt.Errorf("proxy: dial %s: request ended: %w", addr, context.Canceled)
+	}
+	ex.dec = d.dec
+	if d.rec.DNS != nil {
+		ex.rec.DNS = d.rec.DNS
+	}
+	if d.rec.Peer != "" {
+		ex.rec.Peer = d.rec.Peer
+	}
 	if rf != nil {
 		return nil, rf
 	}
@@ -182,6 +213,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, ho
 	}
 	cw := &countingWriter{ResponseWriter: w}
 	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
+	ex.live = ctx // before the Transport's dial goroutine starts
 	defer func() {
 		ex.rec.BytesSent, ex.rec.BytesReceived = sent.Load(), cw.n.Load()
 	}()

@@ -71,6 +71,11 @@ func (p *Proxy) handleTransparentHTTP(w http.ResponseWriter, r *http.Request, po
 // connection is dropped.
 func (p *Proxy) finishRequest(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	v := recover()
+	if p.cutCtx.Err() != nil && (v == http.ErrAbortHandler || r.Context().Err() != nil) {
+		// Still running at the drain deadline: whatever failed (copy,
+		// cancelled request, closed connection) followed from the cut.
+		ex.rec.Error = ErrCut.Error()
+	}
 	if v != nil {
 		if v == http.ErrAbortHandler {
 			if ex.rec.Error == "" {
@@ -142,11 +147,24 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		p.untrack(t)
 		return
 	}
+	client := unwrapConn(c)
+	// Under t.mu: Shutdown may cut the tunnel (closeBoth) at any time now.
+	t.mu.Lock()
 	if sc, ok := c.(*sniffConn); ok {
 		sc.hijacked.Store(true)
 		t.release = sc.release // net/http no longer closes sc: the tunnel does
 	}
-	client := unwrapConn(c)
+	t.client = client
+	cut := t.closed
+	t.mu.Unlock()
+	if cut {
+		// Cut at the drain deadline before it had a client: no 200, no
+		// relay; end closes the client and the record keeps ErrCut.
+		t.pending.Store(1)
+		started = true
+		t.guard(func() {})
+		return
+	}
 	var pre []byte
 	if n := brw.Reader.Buffered(); n > 0 {
 		// A client that sent its ClientHello with the CONNECT (no wait for
@@ -154,7 +172,6 @@ func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
 		// hijack: peekHello copies it out, no need to copy here.
 		pre, _ = brw.Reader.Peek(n)
 	}
-	t.client = client
 	if _, err := client.Write(connectEstablished); err != nil {
 		t.fail(err)
 		t.pending.Store(1)

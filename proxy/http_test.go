@@ -3,11 +3,13 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/egressd/egressd/audit"
@@ -230,4 +232,52 @@ func TestTransparentSNI(t *testing.T) {
 			t.Fatalf("record %+v", r)
 		}
 	})
+}
+
+// closeSignal reports its Close on closed.
+type closeSignal struct {
+	net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (c *closeSignal) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// TestForwardLateDialAfterClientLeft: the Transport dials on a context that
+// does not end with the request, so a dial may finish after the client left
+// and the record was written. Its results must not reach the exchange then
+// (a data race under -race, and a record mixing two moments), and there is
+// exactly one record.
+func TestForwardLateDialAfterClientLeft(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	upClosed := make(chan struct{})
+	inner := e.p.dial
+	e.p.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		close(entered)
+		<-release // slow dial: returns after the client has gone
+		c, err := inner(context.WithoutCancel(ctx), network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &closeSignal{Conn: c, closed: upClosed}, nil
+	}
+	c := dialFrom(t, podIP, e.addr)
+	fmt.Fprintf(c, "GET http://models.test:%d/small HTTP/1.1\r\nHost: models.test:%d\r\n\r\n", e.httpPort, e.httpPort)
+	<-entered
+	c.Close()
+	r := e.sink.next(t) // the handler ended and wrote the record
+	if r.Error != "client aborted" || r.Peer != "" {
+		t.Fatalf("record %+v", r)
+	}
+	close(release)
+	<-upClosed // the late connection is closed, after the dial's last write
+	select {
+	case l := <-e.sink.lines:
+		t.Fatalf("second record %s", l)
+	default:
+	}
 }

@@ -41,6 +41,16 @@ type Proxy struct {
 	// never races a first Add.
 	open      sync.WaitGroup
 	drainFlag atomic.Bool
+	// handlers counts running HTTP handlers: Shutdown waits for them after
+	// closing the servers, so that no plain-HTTP record is written after it
+	// returns. Add happens only under mu while !handlersClosed, so Wait
+	// never races a first Add.
+	handlers       sync.WaitGroup
+	handlersClosed bool
+	// cutCtx ends at the drain deadline; every handler's request context
+	// (and so its upstream request) is cancelled with it.
+	cutCtx      context.Context
+	cutHandlers context.CancelFunc
 }
 
 // New returns a proxy for cfg after validating it.
@@ -59,6 +69,7 @@ func New(cfg Config) (*Proxy, error) {
 		tunnels:   map[*tunnel]struct{}{},
 		limit:     newConnLimit(cfg.MaxConnsPerClient),
 	}
+	p.cutCtx, p.cutHandlers = context.WithCancel(context.Background())
 	d := &net.Dialer{Timeout: cfg.DialTimeout}
 	p.dial = d.DialContext
 	p.fwd = newForwarder(p)
@@ -86,7 +97,7 @@ func (p *Proxy) ServeTransparentHTTP(ln net.Listener, port int) error {
 
 func (p *Proxy) serveHTTP(ln net.Listener, h http.Handler) error {
 	srv := &http.Server{
-		Handler:           countHandlers(h),
+		Handler:           p.countHandlers(h),
 		ReadHeaderTimeout: p.cfg.HeaderTimeout,
 		IdleTimeout:       p.cfg.IdleTimeout,
 		MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
@@ -163,8 +174,8 @@ func (p *Proxy) Draining() bool { return p.drainFlag.Load() }
 
 // Shutdown stops accepting, lets open requests and tunnels finish until ctx
 // ends, then cuts what is left. Every drained or cut tunnel still gets its
-// audit record before Shutdown returns. It returns ctx.Err() when it had to
-// cut.
+// audit record before Shutdown returns, and so does every plain HTTP
+// request. It returns ctx.Err() when it had to cut.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.draining = true
@@ -179,12 +190,18 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Unlock()
 
 	var wg sync.WaitGroup
+	var cutServer atomic.Bool
 	for _, s := range servers {
 		wg.Go(func() {
 			// Shutdown closes the listener and idle keep-alive connections
 			// and waits for requests in progress; at the deadline Close cuts
 			// them. Hijacked CONNECT tunnels are tracked by p, not by s.
 			if err := s.Shutdown(ctx); err != nil {
+				cutServer.Store(true)
+				// Close does not wait for handlers, and a handler waiting
+				// on its origin sees no closed connection: cancel the
+				// upstream requests too.
+				p.cutHandlers()
 				s.Close()
 			}
 		})
@@ -204,6 +221,15 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		<-done // closing both ends unblocks every relay; records follow
 	}
 	wg.Wait()
+	// Every connection is closed and every upstream request cancelled:
+	// the handlers still running end and write their records now.
+	p.mu.Lock()
+	p.handlersClosed = true
+	p.mu.Unlock()
+	p.handlers.Wait()
+	if err == nil && cutServer.Load() {
+		err = ctx.Err()
+	}
 	return err
 }
 
@@ -229,11 +255,27 @@ func (p *Proxy) untrack(t *tunnel) {
 	p.open.Done()
 }
 
-// countHandlers marks the connection busy while a handler runs, for
-// sniffConn; the response is flushed before the mark is removed, so that
-// only net/http's own answers are seen outside a handler.
-func countHandlers(h http.Handler) http.Handler {
+// countHandlers counts the handler in p.handlers for Shutdown, ties its
+// request to the drain deadline and marks the connection busy while it
+// runs, for sniffConn; the response is flushed before the mark is removed,
+// so that only net/http's own answers are seen outside a handler.
+func (p *Proxy) countHandlers(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		if p.handlersClosed {
+			p.mu.Unlock()
+			// Shutdown has closed every connection and waits for the last
+			// handlers: this request arrived on a closed connection and is
+			// dropped unforwarded (net/http closes quietly).
+			panic(http.ErrAbortHandler)
+		}
+		p.handlers.Add(1)
+		p.mu.Unlock()
+		defer p.handlers.Done()
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(p.cutCtx, cancel)()
+		r = r.WithContext(ctx)
 		sc := serverConnFrom(r.Context())
 		if sc == nil {
 			h.ServeHTTP(w, r)

@@ -121,6 +121,15 @@ func (t *tunnel) relay(dst, src net.Conn, n *atomic.Int64) error {
 		n.Add(w)
 		t.touch()
 		if err != nil {
+			// The read deadline may pass while splice waits on dst: an
+			// idle decision, as for rc.Read, not an error.
+			if isTimeout(err) {
+				ok, ierr := t.extendIdle(s)
+				if ok {
+					continue
+				}
+				return ierr
+			}
 			return err
 		}
 		if w == 0 {
