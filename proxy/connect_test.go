@@ -350,8 +350,12 @@ func TestConnectLogsNothing(t *testing.T) {
 			t.Fatalf("GET %d: %v", i, err)
 		}
 		c.Close()
-		if r := e.sink.next(t); r.Kind != audit.KindConnect || r.Error != "" {
-			t.Fatalf("record %d: kind %q error %q", i, r.Kind, r.Error)
+		// The client closes with the server's session tickets unread, so
+		// the kernel may answer with a reset: an honest error in the
+		// record, not a log line.
+		if r := e.sink.next(t); r.Kind != audit.KindConnect || r.Verdict != "allow" ||
+			(r.Error != "" && !strings.Contains(r.Error, "reset")) {
+			t.Fatalf("record %d: kind %q verdict %q error %q", i, r.Kind, r.Verdict, r.Error)
 		}
 	}
 	if s := log.String(); s != "" {
