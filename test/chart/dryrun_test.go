@@ -189,6 +189,11 @@ func TestNotes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// Free the address for the next run of the shared API server
+				// (go test -count=N).
+				t.Cleanup(func() {
+					_ = env.Client.CoreV1().Services(ns).Delete(context.Background(), "egressd", metav1.DeleteOptions{})
+				})
 			}
 			args := []string{"install", releaseName, chartDir(t), "--dry-run=server", "--kubeconfig", kubeconfig, "--namespace", ns, "--skip-crds"}
 			for _, s := range c.sets {
