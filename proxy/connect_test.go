@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/policy"
 )
 
@@ -341,7 +342,7 @@ func TestShutdownDrainsThenCuts(t *testing.T) {
 // of it used to panic (recovered and logged by net/http with a stack trace)
 // on every CONNECT.
 func TestConnectLogsNothing(t *testing.T) {
-	var log syncBuffer
+	var log testutil.SyncBuffer
 	e := newEnv(t, envOpt{log: &log})
 	for i := range 3 {
 		c, resp := e.connect(podIP, fmt.Sprintf("models.test:%d", e.tlsPort))

@@ -59,12 +59,8 @@ func (p *Proxy) admit(ex *exchange, rawHost string, port int) *refusal {
 		ex.dec = policy.Denied(policy.ReasonBadRequest)
 		return &refusal{status: http.StatusBadRequest, reason: policy.ReasonBadRequest, err: fmt.Errorf("port %d out of range", port)}
 	}
-	// Metadata names are refused before any lookup (DESIGN.md, "Addresses"),
-	// whatever a rule says: this is the guard's never class, not policy.
-	if policy.IsMetadataName(host) {
-		ex.dec = policy.Denied(policy.ReasonMetadata)
-		return &refusal{status: http.StatusForbidden, reason: policy.ReasonMetadata}
-	}
+	// Decide refuses metadata names first, whatever a rule says and in
+	// every mode, so they are refused here before any lookup.
 	ex.dec = p.cfg.Policy().Decide(policy.DecideArgs{Client: c, Host: host, Port: port}).InMode(p.cfg.Mode)
 	if !ex.dec.Allowed() {
 		return &refusal{status: http.StatusForbidden, reason: ex.dec.Reason}

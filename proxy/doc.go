@@ -17,9 +17,9 @@
 //     close on the SNI listener, and a record with that reason.
 //  1. identity: the connection's source IP → pod; unknown → 403 unknown-client
 //     (every mode).
-//  2. host: policy.NormalizeHost; invalid → 400 invalid-host. Metadata names
-//     are refused here (403 metadata), before any lookup.
-//  3. decide: Snapshot.Decide(pod, host, port).InMode(mode); denied → 403 with
+//  2. host: policy.NormalizeHost; invalid → 400 invalid-host.
+//  3. decide: Snapshot.Decide(pod, host, port).InMode(mode) — metadata names
+//     first (403 metadata, every mode, before any lookup); denied → 403 with
 //     X-Egressd-Reason and a one-line body naming host, pod and reason
 //     (never 407). In audit mode a denial other than the never class passes
 //     with would_deny.

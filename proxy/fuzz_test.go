@@ -16,6 +16,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 )
@@ -38,7 +39,7 @@ func FuzzProxyRequest(f *testing.F) {
 	sink := &bytes.Buffer{}
 	m := metrics.New()
 	store := identity.NewStore()
-	store.Replace([]*corev1.Pod{pod("llm-prod", "llm-0", "llm-server", podIP, map[string]string{"app": "llm"})})
+	store.Replace([]*corev1.Pod{testutil.RunningPod("llm-prod", "llm-0", "llm-server", podIP, map[string]string{"app": "llm"})})
 	snap := compile(f, `apiVersion: egressd.dev/v1alpha1
 kind: EgressPolicy
 metadata: {name: p, namespace: llm-prod}

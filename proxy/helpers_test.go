@@ -23,11 +23,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/resolver"
@@ -146,8 +146,8 @@ func newEnv(t testing.TB, o envOpt) *env {
 	snap := compile(t, e.policyYAML(o.extra))
 	store := identity.NewStore()
 	store.Replace([]*corev1.Pod{
-		pod("llm-prod", "llm-0", "llm-server", podIP, map[string]string{"app": "llm"}),
-		pod("web", "web-0", "default", otherIP, map[string]string{"app": "web"}),
+		testutil.RunningPod("llm-prod", "llm-0", "llm-server", podIP, map[string]string{"app": "llm"}),
+		testutil.RunningPod("web", "web-0", "default", otherIP, map[string]string{"app": "web"}),
 	})
 	lo := netip.MustParseAddr("127.0.0.1")
 	e.m = metrics.New()
@@ -244,23 +244,11 @@ spec:
 
 func compile(t testing.TB, y string) *policy.Snapshot {
 	t.Helper()
-	docs, err := policy.Parse("test.yaml", []byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := policy.Compile(docs)
+	snap, err := testutil.Snapshot(y)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return snap
-}
-
-func pod(ns, name, sa, ip string, labels map[string]string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec:       corev1.PodSpec{ServiceAccountName: sa},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
-	}
 }
 
 func listen(t testing.TB, addr string) net.Listener {
@@ -359,22 +347,4 @@ func (e *env) tlsGet(c net.Conn, serverName, path string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

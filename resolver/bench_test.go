@@ -21,9 +21,7 @@ func BenchmarkHandleCached(b *testing.B) {
 	f.srv.handle(ctx, src, req, true)
 	b.ReportAllocs()
 	for b.Loop() {
-		f.audit.mu.Lock()
-		f.audit.buf.Reset()
-		f.audit.mu.Unlock()
+		f.audit.Reset()
 		if resp := f.srv.handle(ctx, src, req, true); len(resp.Answer) != 1 {
 			b.Fatal(resp)
 		}
@@ -40,9 +38,7 @@ func BenchmarkHandleDenied(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		f.audit.mu.Lock()
-		f.audit.buf.Reset()
-		f.audit.mu.Unlock()
+		f.audit.Reset()
 		if resp := f.srv.handle(ctx, src, req, true); resp.Rcode != dns.RcodeNameError {
 			b.Fatal(resp)
 		}

@@ -17,10 +17,10 @@ import (
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 )
@@ -248,23 +248,11 @@ spec:
 
 func compilePolicy(t testing.TB) *policy.Snapshot {
 	t.Helper()
-	docs, err := policy.Parse("test.yaml", []byte(testPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := policy.Compile(docs)
+	snap, err := testutil.Snapshot(testPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return snap
-}
-
-func pod(ns, name, ip string, labels map[string]string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec:       corev1.PodSpec{ServiceAccountName: "sa"},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: ip}}},
-	}
 }
 
 // testPods: 127.0.0.2 is an llm pod the policy selects, 127.0.0.3 a pod of
@@ -272,30 +260,19 @@ func pod(ns, name, ip string, labels map[string]string) *corev1.Pod {
 func testPods() *identity.Store {
 	s := identity.NewStore()
 	s.Replace([]*corev1.Pod{
-		pod("llm-prod", "llm-0", "127.0.0.2", map[string]string{"app": "llm"}),
-		pod("other", "web-0", "127.0.0.3", map[string]string{"app": "web"}),
+		testutil.RunningPod("llm-prod", "llm-0", "sa", "127.0.0.2", map[string]string{"app": "llm"}),
+		testutil.RunningPod("other", "web-0", "sa", "127.0.0.3", map[string]string{"app": "web"}),
 	})
 	return s
 }
 
 // auditSink collects audit lines.
-type auditSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (a *auditSink) Write(p []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.buf.Write(p)
-}
+type auditSink struct{ testutil.SyncBuffer }
 
 func (a *auditSink) records(t *testing.T) []audit.Record {
 	t.Helper()
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	var out []audit.Record
-	for _, line := range bytes.Split(bytes.TrimSpace(a.buf.Bytes()), []byte("\n")) {
+	for _, line := range bytes.Split(bytes.TrimSpace([]byte(a.String())), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}

@@ -19,32 +19,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/egressd/egressd/certs"
+	"github.com/egressd/egressd/internal/testutil"
 )
-
-// syncBuffer is a concurrency-safe bytes.Buffer for the audit stream.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // world is the outside world of a test: DNS names on 127.0.0.1 and a TLS
 // origin that serves them.
@@ -152,7 +134,7 @@ items:
 type instance struct {
 	proxy, dns, metrics string
 	sni, http           string
-	audit               *syncBuffer
+	audit               *testutil.SyncBuffer
 	policyFile          string
 	done                chan int
 	stop                context.CancelFunc
@@ -174,7 +156,7 @@ func startEgressd(t *testing.T, w *world, extra ...string) *instance {
 // policy and identity source flags.
 func startEgressdArgs(t *testing.T, w *world, source ...string) *instance {
 	t.Helper()
-	in := &instance{audit: &syncBuffer{}, done: make(chan int, 1)}
+	in := &instance{audit: &testutil.SyncBuffer{}, done: make(chan int, 1)}
 	args := append([]string{"run", "--upstream-dns", w.dnsAddr,
 		"--proxy-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--reload-interval", "20ms", "--drain-timeout", "2s", "--log-level", "debug"}, source...)

@@ -74,6 +74,9 @@ func TestDependenciesPointInward(t *testing.T) {
 			if strings.HasPrefix(imp, module+"/cmd") {
 				t.Errorf("%s depends on %s: nothing imports cmd", p.ImportPath, imp)
 			}
+			if imp == module+"/internal/testutil" && !strings.HasPrefix(p.ImportPath, module+"/bench/") {
+				t.Errorf("%s depends on internal/testutil: it is for tests and bench/ only", p.ImportPath)
+			}
 		}
 		rules, ok := forbidden[p.ImportPath]
 		if !ok {

@@ -16,10 +16,10 @@ import (
 	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/resolver"
@@ -60,19 +60,12 @@ func run() error {
 		defer pprof.StopCPUProfile()
 	}
 
-	docs, err := policy.Parse("bench.yaml", []byte(benchPolicy))
-	if err != nil {
-		return err
-	}
-	snap, err := policy.Compile(docs)
+	snap, err := testutil.Snapshot(benchPolicy)
 	if err != nil {
 		return err
 	}
 	ids := identity.NewStore()
-	ids.Replace([]*corev1.Pod{{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "dnsperf"},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}},
-	}})
+	ids.Replace([]*corev1.Pod{testutil.RunningPod("bench", "dnsperf", "", "127.0.0.1", nil)})
 	af, err := os.OpenFile(*auditPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

@@ -32,11 +32,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy"
@@ -89,11 +89,7 @@ func (lookup) LookupIP(context.Context, string) (resolver.Answer, error) {
 func runProxy() error {
 	ports := strings.Split(os.Getenv("LOAD_PORTS"), ",")
 	y := "apiVersion: egressd.dev/v1alpha1\nkind: EgressPolicy\nmetadata: {name: bench, namespace: bench}\nspec:\n  podSelector: {}\n  egress:\n  - hosts: [\"bench.test\"]\n    ports: [" + strings.Join(ports, ", ") + "]\n    cidrs: [\"127.0.0.0/8\"]\n"
-	docs, err := policy.Parse("bench", []byte(y))
-	if err != nil {
-		return err
-	}
-	snap, err := policy.Compile(docs)
+	snap, err := testutil.Snapshot(y)
 	if err != nil {
 		return err
 	}
@@ -101,10 +97,7 @@ func runProxy() error {
 	var pods []*corev1.Pod
 	for i := range nSources {
 		ip := fmt.Sprintf("127.0.0.%d", 2+i)
-		pods = append(pods, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "client-" + strconv.Itoa(i)},
-			Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip},
-		})
+		pods = append(pods, testutil.RunningPod("bench", "client-"+strconv.Itoa(i), "", ip, nil))
 	}
 	store.Replace(pods)
 	m := metrics.New()
