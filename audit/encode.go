@@ -23,7 +23,13 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 	if b, err = r.Time.AppendText(b); err != nil {
 		return nil, fmt.Errorf("audit: encode time: %w", err)
 	}
-	b = append(b, `","id":`...)
+	b = append(b, `","start":"`...)
+	if b, err = r.Start.AppendText(b); err != nil {
+		return nil, fmt.Errorf("audit: encode start: %w", err)
+	}
+	b = append(b, '"')
+	b = appendOptString(b, `,"event":`, r.Event)
+	b = append(b, `,"id":`...)
 	b = appendString(b, r.ID)
 	b = append(b, `,"kind":`...)
 	b = appendString(b, r.Kind)
@@ -32,6 +38,14 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 	b = appendOptString(b, `,"namespace":`, r.Client.Namespace)
 	b = appendOptString(b, `,"pod":`, r.Client.Pod)
 	b = appendOptString(b, `,"serviceAccount":`, r.Client.ServiceAccount)
+	b = appendOptString(b, `,"uid":`, r.Client.UID)
+	if w := r.Client.Workload; w != nil {
+		b = append(b, `,"workload":{"kind":`...)
+		b = appendString(b, w.Kind)
+		b = append(b, `,"name":`...)
+		b = appendString(b, w.Name)
+		b = append(b, '}')
+	}
 	b = append(b, `},"host":`...)
 	b = appendString(b, r.Host)
 	if r.Port != 0 {
@@ -53,6 +67,7 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 	b = appendOptString(b, `,"purpose":`, r.Purpose)
 	b = appendOptString(b, `,"owner":`, r.Owner)
 	b = appendOptString(b, `,"mode":`, r.Mode)
+	b = appendOptString(b, `,"probe":`, r.Probe)
 	if d := r.DNS; d != nil {
 		b = append(b, `,"dns":{"answers":`...)
 		if d.Answers == nil {
@@ -95,6 +110,9 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 		}
 		b = append(b, `"result":`...)
 		b = appendString(b, t.Result)
+		if t.ECH {
+			b = append(b, `,"ech":true`...)
+		}
 		b = append(b, '}')
 	}
 	if h := r.HTTP; h != nil {
@@ -115,6 +133,11 @@ func appendRecord(b []byte, r *Record) ([]byte, error) {
 	b = append(b, `,"duration_ms":`...)
 	if b, err = appendFloat(b, r.DurationMS); err != nil {
 		return nil, err
+	}
+	b = appendOptString(b, `,"outcome":`, r.Outcome)
+	if r.Count != 0 {
+		b = append(b, `,"count":`...)
+		b = strconv.AppendInt(b, r.Count, 10)
 	}
 	b = appendOptString(b, `,"error":`, r.Error)
 	return append(b, '}'), nil

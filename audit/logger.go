@@ -88,13 +88,19 @@ func New(cfg Config) *Logger {
 	return l
 }
 
-// Write completes r (time, id) and writes it. It is the only way a record
+// Write completes r (time, start, event, id) and writes it. It is the only way a record
 // leaves the process; a failing writer is counted, never fatal. Write after
 // Close writes the record at once, unbatched, so a record logged during
 // shutdown (a tunnel cut at the drain deadline) is still not lost.
 func (l *Logger) Write(r *Record) {
 	if r.Time.IsZero() {
 		r.Time = l.cfg.Now()
+	}
+	if r.Start.IsZero() {
+		r.Start = r.Time
+	}
+	if r.Event == "" {
+		r.Event = EventEnd
 	}
 	if r.ID == "" {
 		r.ID = NewID()
@@ -250,6 +256,10 @@ func ClientOf(ip netip.Addr, c *policy.Client) Client {
 	out := Client{IP: ip.Unmap().String()}
 	if c != nil {
 		out.Namespace, out.Pod, out.ServiceAccount = c.Namespace, c.Pod, c.ServiceAccount
+		out.UID = c.UID
+		if c.Workload.Kind != "" {
+			out.Workload = &Workload{Kind: c.Workload.Kind, Name: c.Workload.Name}
+		}
 	}
 	return out
 }

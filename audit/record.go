@@ -18,7 +18,39 @@ type Client struct {
 	Namespace      string `json:"namespace,omitempty"`
 	Pod            string `json:"pod,omitempty"`
 	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// UID is the pod's metadata.uid.
+	UID string `json:"uid,omitempty"`
+	// Workload is the pod's controller: a ReplicaSet resolved to its
+	// Deployment, a Job, StatefulSet or DaemonSet, or the Pod itself.
+	Workload *Workload `json:"workload,omitempty"`
 }
+
+// Workload names a pod's controller, as in {"kind":"Deployment","name":"llm-server"}.
+type Workload struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// Events of a record: exactly one end record per request; interim records
+// (same id) for requests still open after the interim interval.
+const (
+	EventEnd     = "end"
+	EventInterim = "interim"
+)
+
+// Outcomes: what happened after the decision (DESIGN.md, "Audit record").
+// They never change verdict or reason.
+const (
+	OutcomeRefused       = "refused"        // the decision denied the request
+	OutcomeOK            = "ok"             // served (a tunnel or exchange that ran to its end)
+	OutcomeResolveFailed = "resolve-failed" // the name had no usable address
+	OutcomeDialFailed    = "dial-failed"    // every permitted address refused the connection
+	OutcomeDialTimeout   = "dial-timeout"   // a connect timed out and none succeeded
+	OutcomeUpstreamError = "upstream-error" // the upstream failed after the connection was made
+	OutcomeRevoked       = "revoked"        // a policy or identity change cut it
+	OutcomeDrained       = "drained"        // cut at the drain deadline of a shutdown
+	OutcomeIdleTimeout   = "idle-timeout"   // no byte either way for the idle timeout
+)
 
 // DNS is a lookup as the record shows it: for proxied requests the proxy's
 // own lookup, for dns records the answer given.
@@ -46,6 +78,9 @@ type TLS struct {
 	ClientALPN []string `json:"client_alpn,omitempty"`
 	// Result is established, alert:<name>, no-server-hello or not-tls.
 	Result string `json:"result"`
+	// ECH marks a ClientHello that carried the encrypted_client_hello
+	// extension.
+	ECH bool `json:"ech,omitempty"`
 }
 
 // HTTP is the visible part of a plain HTTP exchange.
@@ -60,29 +95,39 @@ type HTTP struct {
 // allowed or denied. Fields follow DESIGN.md, "Audit record". Secrets never
 // go in: callers fill Path, RedirectHost and Error through Redact* helpers.
 type Record struct {
-	Time      time.Time `json:"time"`
-	ID        string    `json:"id"`
-	Kind      string    `json:"kind"`
-	Client    Client    `json:"client"`
-	Host      string    `json:"host"`
-	Port      int       `json:"port,omitempty"`
-	QType     string    `json:"qtype,omitempty"`
-	Verdict   string    `json:"verdict"`
-	WouldDeny bool      `json:"would_deny"`
-	Reason    string    `json:"reason"`
-	Policy    string    `json:"policy,omitempty"`
-	Rule      *int      `json:"rule,omitempty"`
-	Purpose   string    `json:"purpose,omitempty"`
-	Owner     string    `json:"owner,omitempty"`
-	Mode      string    `json:"mode,omitempty"`
-	DNS       *DNS      `json:"dns,omitempty"`
-	Peer      string    `json:"peer,omitempty"`
-	TLS       *TLS      `json:"tls,omitempty"`
-	HTTP      *HTTP     `json:"http,omitempty"`
+	Time time.Time `json:"time"`
+	// Start is when the request arrived; Time is when the record was written.
+	Start time.Time `json:"start"`
+	// Event is EventEnd or EventInterim.
+	Event     string `json:"event,omitempty"`
+	ID        string `json:"id"`
+	Kind      string `json:"kind"`
+	Client    Client `json:"client"`
+	Host      string `json:"host"`
+	Port      int    `json:"port,omitempty"`
+	QType     string `json:"qtype,omitempty"`
+	Verdict   string `json:"verdict"`
+	WouldDeny bool   `json:"would_deny"`
+	Reason    string `json:"reason"`
+	Policy    string `json:"policy,omitempty"`
+	Rule      *int   `json:"rule,omitempty"`
+	Purpose   string `json:"purpose,omitempty"`
+	Owner     string `json:"owner,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+	// Probe is the Egressd-Probe name of a request made by egressd probe.
+	Probe string `json:"probe,omitempty"`
+	DNS   *DNS   `json:"dns,omitempty"`
+	Peer  string `json:"peer,omitempty"`
+	TLS   *TLS   `json:"tls,omitempty"`
+	HTTP  *HTTP  `json:"http,omitempty"`
 	// BytesSent counts bytes from the client towards the destination,
 	// BytesReceived bytes from the destination back to the client.
 	BytesSent     int64   `json:"bytes_sent"`
 	BytesReceived int64   `json:"bytes_received"`
 	DurationMS    float64 `json:"duration_ms"`
-	Error         string  `json:"error,omitempty"`
+	// Outcome is what happened after the decision (Outcome* constants).
+	Outcome string `json:"outcome,omitempty"`
+	// Count is the number of requests a rate-limited summary record stands for.
+	Count int64  `json:"count,omitempty"`
+	Error string `json:"error,omitempty"`
 }

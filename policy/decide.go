@@ -9,6 +9,20 @@ type Client struct {
 	Pod            string
 	ServiceAccount string
 	Labels         map[string]string
+	// UID is the pod's metadata.uid; Workload its controller. Both are
+	// recorded, neither decides.
+	UID      string
+	Workload Workload
+	// Initialized is the pod's Initialized condition: rules with
+	// phase: init match only while it is false.
+	Initialized bool
+}
+
+// Workload names a pod's controller: a ReplicaSet resolved to its
+// Deployment, a Job, StatefulSet, DaemonSet, or the Pod itself.
+type Workload struct {
+	Kind string
+	Name string
 }
 
 // DecideArgs are the inputs of a decision. A struct, so that fields can be

@@ -33,6 +33,10 @@ type EgressPolicySpec struct {
 	ServiceAccountNames []string `json:"serviceAccountNames,omitempty"`
 	// Egress rules; additive, allow-only.
 	Egress []EgressRule `json:"egress"`
+	// Mode is audit or enforce; empty means the instance's --mode. A
+	// request no rule allows is allowed with would_deny when a policy in
+	// audit mode selects the pod.
+	Mode Mode `json:"mode,omitempty"`
 }
 
 // EgressRule allows a set of host patterns on a set of ports.
@@ -44,6 +48,12 @@ type EgressRule struct {
 	CIDRs   []string `json:"cidrs,omitempty"`
 	Purpose string   `json:"purpose,omitempty"`
 	Owner   string   `json:"owner,omitempty"`
+	// Phase "init" makes the rule match only until the pod's Initialized
+	// condition is True; empty means always.
+	Phase string `json:"phase,omitempty"`
+	// ECH "allow" accepts ClientHellos with Encrypted Client Hello (and so
+	// the front's other tenants); empty refuses them (reason ech).
+	ECH string `json:"ech,omitempty"`
 }
 
 // EgressPolicyStatus is written by egressd in Kubernetes.
