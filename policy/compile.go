@@ -25,6 +25,7 @@ type compiledPolicy struct {
 	selector labels.Selector
 	all      bool     // the selector is {}: skip matching
 	sas      []string // serviceAccountNames; empty means any
+	mode     Mode     // spec.mode; empty means the instance's mode
 }
 
 type compiledRule struct {
@@ -34,13 +35,21 @@ type compiledRule struct {
 	cidrs   []netip.Prefix
 	purpose string
 	owner   string
+	// initOnly: phase init, matches only while the pod is not Initialized.
+	initOnly bool
+	ech      bool // ech: allow
 }
 
 // nsIndex holds the rules of one namespace: a policy selects only pods of
 // its own namespace, so a decision never looks at another one.
 type nsIndex struct {
 	root  node
-	cidrs []int32 // rules with cidrs, ascending, for IP-literal hosts
+	cidrs []int32 // address rules (cidrs, no hosts), ascending, for IP-literal hosts
+	pols  []int32 // the namespace's policies, ascending
+	// anyAudit: a policy of the namespace says mode: audit; anyUnset: one
+	// has no mode (it takes the instance's). Decide scans the policies for
+	// the client's mode only when these say it can be audit.
+	anyAudit, anyUnset bool
 }
 
 // Compile validates every document and builds an immutable snapshot. Any
@@ -95,14 +104,23 @@ func (s *Snapshot) add(pi int32, p *EgressPolicy) error {
 		selector: sel,
 		all:      sel.Empty(),
 		sas:      slices.Clone(p.Spec.ServiceAccountNames),
+		mode:     p.Spec.Mode,
 	})
 	idx := s.ns[p.Namespace]
 	if idx == nil {
 		idx = &nsIndex{}
 		s.ns[p.Namespace] = idx
 	}
+	idx.pols = append(idx.pols, pi)
+	switch p.Spec.Mode {
+	case ModeAudit:
+		idx.anyAudit = true
+	case "":
+		idx.anyUnset = true
+	}
 	for ri, r := range p.Spec.Egress {
-		cr := compiledRule{pol: pi, index: ri, purpose: r.Purpose, owner: r.Owner}
+		cr := compiledRule{pol: pi, index: ri, purpose: r.Purpose, owner: r.Owner,
+			initOnly: r.Phase == PhaseInit, ech: r.ECH == ECHAllow}
 		for _, port := range r.Ports {
 			cr.ports = append(cr.ports, uint16(port))
 		}
@@ -115,7 +133,7 @@ func (s *Snapshot) add(pi int32, p *EgressPolicy) error {
 		}
 		num := int32(len(s.rules))
 		s.rules = append(s.rules, cr)
-		if len(cr.cidrs) > 0 {
+		if len(cr.cidrs) > 0 && len(r.Hosts) == 0 {
 			idx.cidrs = append(idx.cidrs, num)
 		}
 		for _, h := range r.Hosts {

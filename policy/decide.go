@@ -1,6 +1,9 @@
 package policy
 
-import "net/netip"
+import (
+	"cmp"
+	"net/netip"
+)
 
 // Client is the identity of the pod behind a source IP.
 type Client struct {
@@ -36,18 +39,31 @@ type DecideArgs struct {
 	// Port is the destination port; zero means "any port" (the resolver asks
 	// whether any rule allows the name at all).
 	Port int
+	// Mode is the instance's --mode: the mode of policies without
+	// spec.mode, and of pods that no policy selects. Zero means enforce.
+	Mode Mode
 }
 
 // Decision is the one verdict for a request. The proxy and resolver log it
 // verbatim and never re-derive it.
+//
+// A Decision is a value: later stages of a request (the guard, the TLS and
+// Host checks, the resolver's routing) never edit one; they ask for a new
+// one with Deny or Because, which apply the request's mode.
 type Decision struct {
 	Verdict   Verdict
 	Reason    Reason
-	WouldDeny bool   // set by InMode(ModeAudit) on a softened denial
-	Policy    string // "namespace/name" of the deciding policy; empty if none
+	WouldDeny bool   // a denial softened by audit mode: Verdict is Allow
+	Policy    string // "namespace/name" of the deciding policy (of the audit policy when softened); empty if none
 	Rule      int    // index of the deciding rule in its policy; -1 if none
 	Purpose   string
 	Owner     string
+	// Mode is the mode that applies to the client: audit when a policy in
+	// audit mode selects it (or none selects it and the instance runs in
+	// audit mode). Later refusals (Deny) are softened in audit mode.
+	Mode Mode
+	// ECH is set when the deciding rule says ech: allow.
+	ECH bool
 	// CIDRs of the deciding rule: the only non-public ranges the guard may
 	// open for this request. Shared with the snapshot: do not modify.
 	CIDRs []netip.Prefix
@@ -56,18 +72,48 @@ type Decision struct {
 // Allowed reports whether the verdict is allow.
 func (d Decision) Allowed() bool { return d.Verdict == Allow }
 
-// InMode applies the mode: in audit mode a denial whose reason is not
-// Never() becomes an allow with WouldDeny set.
-func (d Decision) InMode(m Mode) Decision {
-	if m == ModeAudit && d.Verdict == Deny && !d.Reason.Never() {
-		d.Verdict = Allow
-		d.WouldDeny = true
+// Deny returns the decision for a request that d allowed and a later check
+// refused with reason r (the guard's address class, sni-mismatch, ech,
+// host-mismatch): a denial that keeps d's policy and rule, softened to an
+// allow with WouldDeny when d's mode is audit and r is not Never(). A
+// decision that is already a denial stays as it is.
+func (d Decision) Deny(r Reason) Decision {
+	if d.Verdict == Deny && !d.WouldDeny {
+		return d
+	}
+	d.Verdict, d.Reason, d.WouldDeny = Deny, r, false
+	if d.Mode == ModeAudit && !r.Never() {
+		d.Verdict, d.WouldDeny = Allow, true
 	}
 	return d
 }
 
-// Denied returns a denial with reason r and no deciding rule.
-func Denied(r Reason) Decision { return Decision{Verdict: Deny, Reason: r, Rule: -1} }
+// Because returns d, still allowed, with another reason: the resolver's
+// routes that answer an allowed name themselves (search-expansion,
+// cluster-domain). A denial stays as it is.
+func (d Decision) Because(r Reason) Decision {
+	if d.Verdict == Deny {
+		return d
+	}
+	if !d.WouldDeny {
+		d.Reason = r
+	}
+	return d
+}
+
+// Denied returns a denial with reason r and no deciding rule, for requests
+// refused before any policy is consulted (bad-request, rate-limited,
+// too-many-connections, audit-unavailable, unknown-client). No mode
+// softens it.
+func Denied(r Reason) Decision {
+	return Decision{Verdict: Deny, Reason: r, Rule: -1, Mode: ModeEnforce}
+}
+
+// Allowed returns an allow with reason r and no deciding rule, for DNS
+// names egressd routes without a rule (the cluster domain).
+func AllowedBecause(r Reason) Decision {
+	return Decision{Verdict: Allow, Reason: r, Rule: -1, Mode: ModeEnforce}
+}
 
 // Decide returns the decision for a request. It costs O(labels of the host)
 // and does not allocate.
@@ -91,24 +137,102 @@ func (s *Snapshot) Decide(a DecideArgs) Decision {
 		return s.decideIP(a)
 	}
 	if !isNormalName(a.Host) {
-		return Denied(ReasonInvalidHost)
+		return s.deny(a, ReasonInvalidHost)
 	}
 	if s == nil || a.Port < 0 || a.Port > 65535 {
-		return Denied(ReasonNotAllowlisted)
+		return s.deny(a, ReasonNotAllowlisted)
 	}
 	idx := s.ns[a.Client.Namespace]
 	if idx == nil {
-		return Denied(ReasonNotAllowlisted)
+		return s.deny(a, ReasonNotAllowlisted)
 	}
 	st := walkState{s: s, client: a.Client, port: a.Port, best: -1, lastPol: -1}
 	idx.root.walk(a.Host, true, &st)
 	switch {
 	case st.best >= 0:
-		return s.allow(st.best)
+		return s.allow(a, idx, st.best)
+	case st.initOnly:
+		return s.deny(a, ReasonInitOnly)
 	case st.matched:
-		return Denied(ReasonPortNotAllowed)
+		return s.deny(a, ReasonPortNotAllowed)
 	}
-	return Denied(ReasonNotAllowlisted)
+	return s.deny(a, ReasonNotAllowlisted)
+}
+
+// Selecting returns the ids ("namespace/name") of the policies that select
+// c, in order of precedence. It allocates; it is for explanations and
+// events, not the request path.
+func (s *Snapshot) Selecting(c *Client) []string {
+	if s == nil || c == nil {
+		return nil
+	}
+	idx := s.ns[c.Namespace]
+	if idx == nil {
+		return nil
+	}
+	var out []string
+	for _, pi := range idx.pols {
+		if s.pols[pi].selects(c) {
+			out = append(out, s.pols[pi].id)
+		}
+	}
+	return out
+}
+
+// modeFor returns the mode that applies to c and, when it is audit, the
+// first selecting policy in audit mode (-1 when the instance's mode
+// applies because no policy selects c). Policies without spec.mode have
+// the instance's mode. It scans the namespace's policies only when one of
+// them can be in audit mode.
+func (s *Snapshot) modeFor(c *Client, def Mode) (Mode, int32) {
+	if def == "" {
+		def = ModeEnforce
+	}
+	var idx *nsIndex
+	if s != nil {
+		idx = s.ns[c.Namespace]
+	}
+	if idx == nil {
+		return def, -1
+	}
+	if !idx.anyAudit && def == ModeEnforce {
+		return ModeEnforce, -1 // no policy of the namespace can be in audit mode
+	}
+	selected := false
+	for _, pi := range idx.pols {
+		p := &s.pols[pi]
+		if !p.selects(c) {
+			continue
+		}
+		selected = true
+		if m := cmp.Or(p.mode, def); m == ModeAudit {
+			return ModeAudit, pi
+		}
+	}
+	if !selected {
+		return def, -1
+	}
+	return ModeEnforce, -1
+}
+
+// deny returns the denial with reason r for a, softened by the client's
+// mode: allowed with WouldDeny, naming the audit policy, when a policy in
+// audit mode selects the client (or none does and the instance is in
+// audit mode). The never class is never softened.
+func (s *Snapshot) deny(a DecideArgs, r Reason) Decision {
+	d := Denied(r)
+	if r.Never() {
+		return d
+	}
+	mode, pi := s.modeFor(a.Client, a.Mode)
+	d.Mode = mode
+	if mode == ModeAudit {
+		d.Verdict, d.WouldDeny = Allow, true
+		if pi >= 0 {
+			d.Policy = s.pols[pi].id
+		}
+	}
+	return d
 }
 
 // decideIP decides an IP-literal destination: only a rule's cidrs open one.
@@ -121,40 +245,61 @@ func (s *Snapshot) decideIP(a DecideArgs) Decision {
 		return Denied(reason)
 	}
 	if s == nil || a.Port < 0 || a.Port > 65535 {
-		return Denied(ReasonIPLiteral)
+		return s.deny(a, ReasonIPLiteral)
 	}
 	idx := s.ns[a.Client.Namespace]
 	if idx == nil {
-		return Denied(ReasonIPLiteral)
+		return s.deny(a, ReasonIPLiteral)
 	}
 	addr = plain(addr)
-	matched := false
-	// Rules with cidrs are few; they are scanned in order of precedence.
+	matched, initOnly := false, false
+	// Address rules (cidrs and no hosts) are few; they are scanned in
+	// order of precedence. A rule with hosts never opens an IP literal:
+	// its cidrs only widen where those names may resolve.
 	for _, num := range idx.cidrs {
 		r := &s.rules[num]
 		if !inCIDRs(r.cidrs, addr) || !s.pols[r.pol].selects(a.Client) {
 			continue
 		}
-		if r.allowsPort(a.Port) {
-			return s.allow(num)
+		if !r.allowsPort(a.Port) {
+			matched = true
+			continue
 		}
-		matched = true
+		if r.initOnly && a.Client.Initialized {
+			initOnly = true
+			continue
+		}
+		return s.allow(a, idx, num)
 	}
-	if matched {
-		return Denied(ReasonPortNotAllowed)
+	switch {
+	case initOnly:
+		return s.deny(a, ReasonInitOnly)
+	case matched:
+		return s.deny(a, ReasonPortNotAllowed)
 	}
-	return Denied(ReasonIPLiteral)
+	return s.deny(a, ReasonIPLiteral)
 }
 
-func (s *Snapshot) allow(num int32) Decision {
+func (s *Snapshot) allow(a DecideArgs, idx *nsIndex, num int32) Decision {
 	r := &s.rules[num]
+	p := &s.pols[r.pol]
+	mode := ModeEnforce
+	switch {
+	case p.mode == ModeAudit || p.mode == "" && a.Mode == ModeAudit:
+		mode = ModeAudit
+	case idx.anyAudit || a.Mode == ModeAudit && idx.anyUnset:
+		// Another selecting policy may put the client in audit mode.
+		mode, _ = s.modeFor(a.Client, a.Mode)
+	}
 	return Decision{
 		Verdict: Allow,
 		Reason:  ReasonAllowed,
-		Policy:  s.pols[r.pol].id,
+		Policy:  p.id,
 		Rule:    r.index,
 		Purpose: r.purpose,
 		Owner:   r.owner,
+		Mode:    mode,
+		ECH:     r.ech,
 		CIDRs:   r.cidrs,
 	}
 }

@@ -54,6 +54,9 @@ func decideSnapshot(t testing.TB) *Snapshot {
 	registry := rule([]int32{443}, "registry.corp.internal")
 	registry.CIDRs = []string{"10.40.0.0/16", "2001:db8:40::/48"}
 	registry.Purpose, registry.Owner = "images", "platform"
+	// An address rule: cidrs and no hosts. Only such a rule opens IP
+	// literals; registry's cidrs only widen where its name may resolve.
+	addrs := EgressRule{Ports: []int32{443}, CIDRs: []string{"10.40.0.0/16", "2001:db8:40::/48"}, Purpose: "images by address"}
 	models := rule([]int32{443}, "models.example.com")
 	models.Purpose, models.Owner = "model weights", "ml-platform"
 	return mustCompile(t,
@@ -61,6 +64,7 @@ func decideSnapshot(t testing.TB) *Snapshot {
 			models,
 			rule([]int32{443, 8443}, "**.blob.example.net"),
 			registry,
+			addrs,
 		),
 		doc("prod", "any-pod", metav1.LabelSelector{}, nil,
 			rule([]int32{443}, "status.example.com"),
@@ -126,9 +130,9 @@ func TestDecide(t *testing.T) {
 		{"trailing dot", llm, "models.example.com.", 443, ReasonInvalidHost, "", -1, "", 0},
 		{"empty host", llm, "", 443, ReasonInvalidHost, "", -1, "", 0},
 		{"bad port", llm, "models.example.com", 70000, ReasonNotAllowlisted, "", -1, "", 0},
-		{"ip in cidrs", llm, "10.40.1.2", 443, ReasonAllowed, "prod/llm", 2, "images", 2},
-		{"ipv6 in cidrs", llm, "2001:db8:40::5", 443, ReasonAllowed, "prod/llm", 2, "images", 2},
-		{"mapped ip in cidrs", llm, "::ffff:10.40.1.2", 443, ReasonAllowed, "prod/llm", 2, "images", 2},
+		{"ip in cidrs", llm, "10.40.1.2", 443, ReasonAllowed, "prod/llm", 3, "images by address", 2},
+		{"ipv6 in cidrs", llm, "2001:db8:40::5", 443, ReasonAllowed, "prod/llm", 3, "images by address", 2},
+		{"mapped ip in cidrs", llm, "::ffff:10.40.1.2", 443, ReasonAllowed, "prod/llm", 3, "images by address", 2},
 		{"ip in cidrs wrong port", llm, "10.40.1.2", 22, ReasonPortNotAllowed, "", -1, "", 0},
 		{"ip outside cidrs", llm, "10.41.1.2", 443, ReasonIPLiteral, "", -1, "", 0},
 		{"public ip without cidr", llm, "8.8.8.8", 443, ReasonIPLiteral, "", -1, "", 0},
@@ -189,7 +193,9 @@ func TestDecideInMode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := s.Decide(tt.args).InMode(tt.mode)
+			a := tt.args
+			a.Mode = tt.mode
+			d := s.Decide(a)
 			if d.Allowed() != tt.allowed || d.WouldDeny != tt.wouldDeny || d.Reason != tt.reason {
 				t.Fatalf("got %+v", d)
 			}

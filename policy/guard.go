@@ -81,7 +81,7 @@ func plain(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
 // Order: a denied decision stays denied; the never class (metadata,
 // link-local, reserved); egressd's own listeners (self); private addresses,
 // built-in or ExtraPrivate, only inside one of d.CIDRs; public addresses.
-// Audit mode does not reach here softened for never: InMode keeps those
+// Audit mode does not reach here softened for never: Decide keeps those
 // denials, and the guard's own never answer does not depend on d.
 func (g *Guard) Permit(d Decision, ap netip.AddrPort) (bool, Reason) {
 	a := plain(ap.Addr())
@@ -102,6 +102,20 @@ func (g *Guard) Permit(d Decision, ap netip.AddrPort) (bool, Reason) {
 		return true, ReasonAllowed
 	}
 	return false, ReasonPrivate
+}
+
+// Check returns the decision for dialling ap for a request decided by d: d
+// itself when Permit allows it, else d.Deny with the refusing class's
+// reason (softened in audit mode unless the class is never).
+func (g *Guard) Check(d Decision, ap netip.AddrPort) Decision {
+	ok, reason := g.Permit(d, ap)
+	if ok {
+		return d
+	}
+	if reason.Never() {
+		return Denied(reason)
+	}
+	return d.Deny(reason)
 }
 
 // inCIDRs reports whether a rule's cidrs hold a, or the IPv4 address a

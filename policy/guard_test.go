@@ -184,13 +184,25 @@ func TestPermit(t *testing.T) {
 func TestPermitAuditDecision(t *testing.T) {
 	// An audit-mode softened denial carries no cidrs: a private address
 	// stays refused, a public one is dialled (and logged would_deny).
-	d := Denied(ReasonNotAllowlisted).InMode(ModeAudit)
+	var s *Snapshot
+	d := s.Decide(DecideArgs{Client: &Client{Namespace: "ns"}, Host: "a.example.com", Port: 443, Mode: ModeAudit})
+	if !d.WouldDeny || d.Mode != ModeAudit {
+		t.Fatalf("audit decision: %+v", d)
+	}
 	g := NewGuard(GuardConfig{})
 	if ok, r := g.Permit(d, netip.MustParseAddrPort("8.8.8.8:443")); !ok || r != ReasonAllowed {
 		t.Fatalf("public: %v %s", ok, r)
 	}
 	if ok, r := g.Permit(d, netip.MustParseAddrPort("10.0.0.1:443")); ok || r != ReasonPrivate {
 		t.Fatalf("private: %v %s", ok, r)
+	}
+	// Check softens the private refusal in audit mode (the record says
+	// would_deny, private-address) but never the never class.
+	if c := g.Check(d, netip.MustParseAddrPort("10.0.0.1:443")); !c.Allowed() || !c.WouldDeny || c.Reason != ReasonPrivate {
+		t.Fatalf("Check private in audit: %+v", c)
+	}
+	if c := g.Check(d, netip.MustParseAddrPort("169.254.169.254:80")); c.Allowed() || c.Reason != ReasonMetadata {
+		t.Fatalf("Check metadata in audit: %+v", c)
 	}
 }
 

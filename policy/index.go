@@ -79,8 +79,11 @@ type walkState struct {
 	port    int
 	best    int32 // smallest rule number that allows; -1 while none
 	matched bool  // a rule of a selecting policy names the host
-	lastPol int32 // the policy tested last (-1: none) and its outcome:
-	lastSel bool  // rules of one policy come in a row
+	// initOnly: a phase-init rule of a selecting policy would allow host
+	// and port, but the client is initialized.
+	initOnly bool
+	lastPol  int32 // the policy tested last (-1: none) and its outcome:
+	lastSel  bool  // rules of one policy come in a row
 }
 
 func (st *walkState) visit(rules []int32) {
@@ -95,10 +98,15 @@ func (st *walkState) visit(rules []int32) {
 		if !st.lastSel {
 			continue
 		}
-		st.matched = true
-		if r.allowsPort(st.port) {
-			st.best = num
-			return
+		if !r.allowsPort(st.port) {
+			st.matched = true
+			continue
 		}
+		if r.initOnly && st.client.Initialized {
+			st.initOnly = true
+			continue
+		}
+		st.best = num
+		return
 	}
 }

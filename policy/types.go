@@ -56,6 +56,12 @@ type EgressRule struct {
 	ECH string `json:"ech,omitempty"`
 }
 
+// Values of EgressRule.Phase and EgressRule.ECH.
+const (
+	PhaseInit = "init"
+	ECHAllow  = "allow"
+)
+
 // EgressPolicyStatus is written by egressd in Kubernetes.
 type EgressPolicyStatus struct {
 	ObservedGeneration int64              `json:"observedGeneration,omitempty"`

@@ -19,8 +19,9 @@ import (
 // carry none); metadata.name (DNS-1123 subdomain) and metadata.namespace
 // (DNS-1123 label), both required; podSelector (an omitted selector is {}:
 // every pod of the namespace, as in NetworkPolicy); serviceAccountNames;
-// at least one egress rule; per rule at least one host pattern
-// (ParsePattern), at least one port in 1–65535, and cidrs in masked prefix
+// spec.mode audit, enforce or empty; at least one egress rule; per rule
+// at least one host pattern (ParsePattern) or, for an address rule, cidrs
+// alone; phase init or empty; ech allow or empty; at least one port in 1–65535, and cidrs in masked prefix
 // form ("10.40.0.0/16", not "10.40.0.1/16"), IPv4 written as IPv4.
 func Validate(doc Document) error {
 	v := validator{origin: doc.Origin}
@@ -38,6 +39,11 @@ func Validate(doc Document) error {
 	}
 	for i, sa := range p.Spec.ServiceAccountNames {
 		v.dns(fmt.Sprintf("spec.serviceAccountNames[%d]", i), sa, validation.IsDNS1123Subdomain)
+	}
+	switch p.Spec.Mode {
+	case "", ModeAudit, ModeEnforce:
+	default:
+		v.add("spec.mode", string(p.Spec.Mode), fmt.Errorf("want %q or %q", ModeAudit, ModeEnforce))
 	}
 	if len(p.Spec.Egress) == 0 {
 		v.add("spec.egress", "", errors.New("at least one rule is required (a policy without rules allows nothing)"))
@@ -70,8 +76,18 @@ func (v *validator) dns(field, value string, check func(string) []string) {
 }
 
 func (v *validator) rule(field string, r *EgressRule) {
-	if len(r.Hosts) == 0 {
-		v.add(field+".hosts", "", errors.New("at least one host pattern is required"))
+	if len(r.Hosts) == 0 && len(r.CIDRs) == 0 {
+		v.add(field+".hosts", "", errors.New("at least one host pattern is required (or cidrs alone: an address rule)"))
+	}
+	switch r.Phase {
+	case "", PhaseInit:
+	default:
+		v.add(field+".phase", r.Phase, fmt.Errorf("want %q or empty", PhaseInit))
+	}
+	switch r.ECH {
+	case "", ECHAllow:
+	default:
+		v.add(field+".ech", r.ECH, fmt.Errorf("want %q or empty", ECHAllow))
 	}
 	for i, h := range r.Hosts {
 		if _, err := parsePattern(h); err != nil {

@@ -36,7 +36,7 @@ func TestValidate(t *testing.T) {
 		}, "spec.podSelector", "", "value"},
 		{"bad SA", func(p *EgressPolicy) { p.Spec.ServiceAccountNames = []string{"ok", "Not OK"} }, "spec.serviceAccountNames[1]", "Not OK", "RFC 1123"},
 		{"no rules", func(p *EgressPolicy) { p.Spec.Egress = nil }, "spec.egress", "", "at least one rule"},
-		{"no hosts", func(p *EgressPolicy) { p.Spec.Egress[0].Hosts = nil }, "spec.egress[0].hosts", "", "at least one host"},
+		{"no hosts", func(p *EgressPolicy) { p.Spec.Egress[0].Hosts, p.Spec.Egress[0].CIDRs = nil, nil }, "spec.egress[0].hosts", "", "at least one host"},
 		{"bad host", func(p *EgressPolicy) { p.Spec.Egress[0].Hosts = []string{"a.example.com", "*.com"} }, "spec.egress[0].hosts[1]", "*.com", "ICANN public suffix"},
 		{"ip host", func(p *EgressPolicy) { p.Spec.Egress[0].Hosts = []string{"10.40.0.1"} }, "spec.egress[0].hosts[0]", "10.40.0.1", "cidrs"},
 		{"no ports", func(p *EgressPolicy) { p.Spec.Egress[0].Ports = nil }, "spec.egress[0].ports", "", "at least one port"},

@@ -31,12 +31,15 @@ import (
 
 // advRules open **.adv.test on both origin ports inside 127.0.0.0/8 (the
 // stand-in for a "public" range), and the proxy's own port for self tests.
+// An address rule (cidrs, no hosts) opens IP literals there.
 const advRules = `  - hosts: ["**.adv.test"]
     ports: [{tls}, {http}]
     cidrs: ["127.0.0.0/8"]
   - hosts: ["self.adv.test"]
     ports: [{proxy}]
     cidrs: ["127.0.0.0/8"]
+  - cidrs: ["127.0.0.0/8"]
+    ports: [{tls}, {proxy}]
 `
 
 // nonLoopbackDials returns every dialled address that is not loopback

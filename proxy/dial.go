@@ -61,7 +61,7 @@ func (p *Proxy) admit(ex *exchange, rawHost string, port int) *refusal {
 	}
 	// Decide refuses metadata names first, whatever a rule says and in
 	// every mode, so they are refused here before any lookup.
-	ex.dec = p.cfg.Policy().Decide(policy.DecideArgs{Client: c, Host: host, Port: port}).InMode(p.cfg.Mode)
+	ex.dec = p.cfg.Policy().Decide(policy.DecideArgs{Client: c, Host: host, Port: port, Mode: p.cfg.Mode})
 	if !ex.dec.Allowed() {
 		return &refusal{status: http.StatusForbidden, reason: ex.dec.Reason}
 	}
@@ -90,32 +90,33 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 	}
 
 	permitted := make([]netip.AddrPort, 0, len(addrs))
-	var refused policy.Reason
+	var refusedDec, softDec policy.Decision
+	softened := false
 	for _, a := range addrs {
 		// Dial the address the guard classifies: without an IPv6 zone
 		// (which would pick an interface) and IPv4-mapped as plain IPv4.
 		ap := netip.AddrPortFrom(a.WithZone("").Unmap(), uint16(ex.port))
-		ok, reason := p.cfg.Guard.Permit(ex.dec, ap)
-		if !ok {
-			// Audit mode softens a private-address refusal but never the
-			// never class (DESIGN.md, "--mode").
-			soft := policy.Decision{Verdict: policy.Deny, Reason: reason}.InMode(p.cfg.Mode)
-			if !soft.Allowed() {
-				if refused == "" || reason.Never() {
-					refused = reason
-				}
-				continue
+		// Audit mode softens a private-address refusal but never the
+		// never class (DESIGN.md, "--mode").
+		d := p.cfg.Guard.Check(ex.dec, ap)
+		if !d.Allowed() {
+			if refusedDec.Reason == "" || d.Reason.Never() {
+				refusedDec = d
 			}
-			if !ex.dec.WouldDeny { // keep the first reason enforce would give
-				ex.dec.WouldDeny, ex.dec.Reason = true, reason
-			}
+			continue
+		}
+		if d.WouldDeny && !softened { // keep the first reason enforce would give
+			softDec, softened = d, true
 		}
 		permitted = append(permitted, ap)
 	}
 	if len(permitted) == 0 {
-		ex.dec.Verdict, ex.dec.Reason, ex.dec.WouldDeny = policy.Deny, refused, false
-		return nil, &refusal{status: http.StatusForbidden, reason: refused,
+		ex.dec = refusedDec
+		return nil, &refusal{status: http.StatusForbidden, reason: refusedDec.Reason,
 			err: fmt.Errorf("%w: every address of %q refused by the guard", ErrDenied, ex.host)}
+	}
+	if softened && !ex.dec.WouldDeny {
+		ex.dec = softDec
 	}
 
 	var errs []error

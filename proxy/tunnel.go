@@ -183,7 +183,7 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 			t.endDirection(up, err)
 			return false
 		case err != nil:
-			t.refuse(policy.ReasonBadRequest, fmt.Errorf("proxy: reading ClientHello: %w", err))
+			t.refuse(policy.Denied(policy.ReasonBadRequest), fmt.Errorf("proxy: reading ClientHello: %w", err))
 			return false
 		default:
 			hello = &ch
@@ -196,12 +196,12 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 			if sni, err := policy.NormalizeHost(hello.SNI); err != nil || sni != check {
 				// Domain fronting: the CONNECT host was decided, the SNI
 				// names another site behind the same address.
-				d := policy.Denied(policy.ReasonSNIMismatch).InMode(t.p.cfg.Mode)
+				d := t.ex.dec.Deny(policy.ReasonSNIMismatch)
 				if !d.Allowed() {
-					t.refuse(policy.ReasonSNIMismatch, fmt.Errorf("proxy: SNI %q differs from CONNECT host %q", hello.SNI, check))
+					t.refuse(d, fmt.Errorf("proxy: SNI %q differs from CONNECT host %q", hello.SNI, check))
 					return false
 				}
-				t.ex.dec.WouldDeny, t.ex.dec.Reason = true, policy.ReasonSNIMismatch
+				t.ex.dec = d
 			}
 		}
 	}
@@ -239,9 +239,7 @@ func putHelloBuf(b []byte) {
 
 // refuse closes a tunnel whose 200 was already sent: the only way left to
 // refuse it. The record carries the denial.
-func (t *tunnel) refuse(r policy.Reason, err error) {
-	d := t.ex.dec
-	d.Verdict, d.Reason, d.WouldDeny = policy.Deny, r, false
+func (t *tunnel) refuse(d policy.Decision, err error) {
 	t.ex.dec = d
 	t.fail(err)
 	t.closeBoth()

@@ -52,14 +52,13 @@ func (s *Server) route(qr *query) route {
 	} else {
 		// Port 0: does any rule of the pod allow the name at all? The port
 		// is checked when the pod connects (DESIGN.md, Resolver).
-		qr.dec = snap.Decide(policy.DecideArgs{Client: qr.client, Host: name, Port: 0})
+		qr.dec = snap.Decide(policy.DecideArgs{Client: qr.client, Host: name, Port: 0, Mode: s.cfg.Mode})
 	}
-	if !qr.dec.Allowed() {
+	if !qr.dec.Allowed() || qr.dec.WouldDeny {
 		if d, ok := s.searchExpansion(snap, qr.client, host); ok {
 			qr.dec = d
 			return routeSearch
 		}
-		qr.dec = qr.dec.InMode(s.cfg.Mode)
 	}
 	if qr.dec.Allowed() {
 		return routeUpstream
@@ -172,8 +171,7 @@ func (s *Server) searchExpansion(snap *policy.Snapshot, c *policy.Client, host s
 		if !d.Allowed() {
 			return policy.Decision{}, false
 		}
-		d.Reason = policy.ReasonSearchExpansion
-		return d, true
+		return d.Because(policy.ReasonSearchExpansion), true
 	}
 	for _, suffix := range [...]string{c.Namespace + ".svc." + cd, "svc." + cd, cd} {
 		if d, ok := try(suffix); ok {
