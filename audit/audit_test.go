@@ -123,11 +123,13 @@ func TestLoggerWritesOneLinePerRecord(t *testing.T) {
 
 func TestSetDecisionWithoutRule(t *testing.T) {
 	r := &Record{}
-	r.SetDecision(policy.Denied(policy.ReasonNotAllowlisted).InMode(policy.ModeAudit))
+	var snap *policy.Snapshot
+	c := &policy.Client{Namespace: "ns"}
+	r.SetDecision(snap.Decide(policy.DecideArgs{Client: c, Host: "a.example.com", Port: 443, Mode: policy.ModeAudit}))
 	if r.Rule != nil || r.Verdict != "allow" || !r.WouldDeny || r.Reason != "not-allowlisted" {
 		t.Errorf("%+v", r)
 	}
-	r.SetDecision(policy.Denied(policy.ReasonMetadata).InMode(policy.ModeAudit))
+	r.SetDecision(snap.Decide(policy.DecideArgs{Client: c, Host: "metadata.goog", Port: 80, Mode: policy.ModeAudit}))
 	if r.Verdict != "deny" || r.WouldDeny {
 		t.Errorf("metadata softened in audit mode: %+v", r)
 	}
