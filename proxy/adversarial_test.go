@@ -24,6 +24,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/limit"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/resolver"
@@ -733,10 +734,8 @@ func TestAdversarialExhaustion(t *testing.T) {
 			e.sink.next(t)
 		}
 		t.Run("every slot is back", func(t *testing.T) {
-			e.p.limit.mu.Lock()
-			defer e.p.limit.mu.Unlock()
-			if len(e.p.limit.open) != 0 {
-				t.Fatalf("slots still held: %v", e.p.limit.open)
+			if n := e.p.limit.Open(netip.MustParseAddr(podIP)); n != 0 {
+				t.Fatalf("slots still held: %d", n)
 			}
 		})
 	})
@@ -752,10 +751,10 @@ func TestAdversarialExhaustion(t *testing.T) {
 				if cfg.MaxConnsPerClient != tc.want {
 					t.Fatalf("got %d", cfg.MaxConnsPerClient)
 				}
-				l := newConnLimit(cfg.MaxConnsPerClient)
+				l := limit.NewConns(cfg.MaxConnsPerClient)
 				src := netip.MustParseAddr(podIP)
 				for i := range 1100 {
-					if l.acquire(src) == nil {
+					if l.Acquire(src) == nil {
 						if tc.want < 0 || i != tc.want {
 							t.Fatalf("refused at %d", i)
 						}

@@ -3,54 +3,12 @@ package proxy
 import (
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
 )
-
-// connLimit counts the connections each source IP holds open, for
-// Config.MaxConnsPerClient. Without it one pod (or one unknown source: the
-// identity check comes after accept) could open connections until the
-// proxy runs out of descriptors and memory, which denies every other pod.
-type connLimit struct {
-	max int // <= 0: no limit
-
-	mu   sync.Mutex
-	open map[netip.Addr]int
-}
-
-func newConnLimit(max int) *connLimit {
-	return &connLimit{max: max, open: map[netip.Addr]int{}}
-}
-
-// acquire takes a slot for src; it returns the release func (safe to call
-// more than once) or nil when src is at its limit.
-func (l *connLimit) acquire(src netip.Addr) func() {
-	if l.max <= 0 {
-		return func() {}
-	}
-	l.mu.Lock()
-	if l.open[src] >= l.max {
-		l.mu.Unlock()
-		return nil
-	}
-	l.open[src]++
-	l.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			if l.open[src]--; l.open[src] <= 0 {
-				delete(l.open, src)
-			}
-			l.mu.Unlock()
-		})
-	}
-}
 
 // tooManyConns is the answer to an HTTP client over its limit (RFC 6585
 // §4); the connection is closed after it.

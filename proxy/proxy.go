@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/limit"
 	"github.com/egressd/egressd/metrics"
 )
 
@@ -29,7 +30,7 @@ type Proxy struct {
 	mc    *metricChildren
 	dial  dialFunc
 	fwd   *forwarder
-	limit *connLimit
+	limit *limit.Conns
 
 	mu        sync.Mutex
 	draining  bool
@@ -67,7 +68,7 @@ func New(cfg Config) (*Proxy, error) {
 		servers:   map[*http.Server]struct{}{},
 		listeners: map[net.Listener]struct{}{},
 		tunnels:   map[*tunnel]struct{}{},
-		limit:     newConnLimit(cfg.MaxConnsPerClient),
+		limit:     limit.NewConns(cfg.MaxConnsPerClient),
 	}
 	p.cutCtx, p.cutHandlers = context.WithCancel(context.Background())
 	d := &net.Dialer{Timeout: cfg.DialTimeout}
@@ -153,7 +154,7 @@ func (p *Proxy) ServeSNI(ln net.Listener, port int) error {
 			return fmt.Errorf("proxy: accept on %s: %w", ln.Addr(), err)
 		}
 		backoff = 0
-		release := p.limit.acquire(addrOf(c.RemoteAddr()))
+		release := p.limit.Acquire(addrOf(c.RemoteAddr()))
 		if release == nil {
 			p.refuseOverLimit(c, audit.KindSNI, false)
 			continue

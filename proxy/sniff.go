@@ -31,7 +31,7 @@ func (l *sniffListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		release := l.p.limit.acquire(addrOf(c.RemoteAddr()))
+		release := l.p.limit.Acquire(addrOf(c.RemoteAddr()))
 		if release == nil {
 			l.p.refuseOverLimit(c, audit.KindHTTP, true)
 			continue
