@@ -5,7 +5,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: build test deps lint bench run demo image clean
+.PHONY: build test deps lint bench soak run demo image clean
 
 build: ## the egressd binary in bin/
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/egressd ./cmd/egressd
@@ -24,6 +24,10 @@ bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS
 	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./proxy/ ./audit/
 	bash bench/proxy/run.sh
 	bash bench/dns/run.sh
+
+SOAK_DURATION ?= 30m
+soak: build ## mixed load with policy and pod churn against bin/egressd; checks one record per request, RSS, goroutines, fds (SOAK_DURATION, default 30m)
+	go run ./bench/soak -egressd bin/egressd -duration $(SOAK_DURATION)
 
 run: build ## egressd on the example policy, no cluster (Ctrl-C stops it)
 	./bin/egressd run --policy examples/policies --pods examples/pods.yaml \
