@@ -25,27 +25,30 @@ import (
 
 // runOptions are the flags of `egressd run`.
 type runOptions struct {
-	policies      stringList
-	pods          string
-	kube          bool
-	kubeconfig    string
-	namespace     string
-	proxyAddr     string
-	dnsAddr       string
-	sniAddr       string
-	httpAddr      string
-	advertiseIP   string
-	upstreamDNS   stringList
-	clusterDomain string
-	clusterDNS    stringList
-	privateCIDRs  stringList
-	mode          string
-	metricsAddr   string
-	auditFile     string
-	drainTimeout  time.Duration
-	reloadEvery   time.Duration
-	logLevel      string
-	maxConns      int
+	policies    stringList
+	pods        string
+	kube        bool
+	kubeconfig  string
+	namespace   string
+	proxyAddr   string
+	dnsAddr     string
+	sniAddr     string
+	httpAddr    string
+	advertiseIP string
+	upstreamDNS stringList
+	// dnsTimeout, dnsStaleFor and responseTimeout: zero means the
+	// package default (resolver.Config, proxy.Config).
+	dnsTimeout, dnsStaleFor, responseTimeout time.Duration
+	clusterDomain                            string
+	clusterDNS                               stringList
+	privateCIDRs                             stringList
+	mode                                     string
+	metricsAddr                              string
+	auditFile                                string
+	drainTimeout                             time.Duration
+	reloadEvery                              time.Duration
+	logLevel                                 string
+	maxConns                                 int
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -69,6 +72,9 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long open tunnels may drain before they are cut")
 	fs.DurationVar(&o.reloadEvery, "reload-interval", time.Second, "how often policy and pods files are checked for changes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (operational log on stderr)")
+	fs.DurationVar(&o.dnsTimeout, "dns-timeout", 0, "bound on one exchange with one upstream DNS server (0: 2s)")
+	fs.DurationVar(&o.dnsStaleFor, "dns-stale-for", 0, "how long after expiry a cached answer is still served while every upstream fails (RFC 8767; 0: 1h; negative: never)")
+	fs.DurationVar(&o.responseTimeout, "response-timeout", 0, "how long a plain HTTP request waits for the origin's response header before 504 (0: 5m)")
 	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy listeners (0: 1024; negative: no limit)")
 }
 

@@ -188,7 +188,7 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 			return fmt.Errorf("--upstream-dns not given and /etc/resolv.conf unusable: %w", err)
 		}
 	}
-	res, err := resolver.New(resolver.Config{Upstreams: upstreams, Metrics: m, Logger: log})
+	res, err := resolver.New(resolver.Config{Upstreams: upstreams, Timeout: o.dnsTimeout, StaleFor: o.dnsStaleFor, Metrics: m, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -218,6 +218,7 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	px, err := proxy.New(proxy.Config{
 		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
 		Metrics: m, Logger: log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
+		ResponseHeaderTimeout: o.responseTimeout,
 	})
 	if err != nil {
 		return err
