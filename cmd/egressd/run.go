@@ -64,7 +64,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.advertiseIP, "advertise-ip", "", "address the resolver gives for allowed names (transparent mode); empty disables")
 	fs.Var(&o.upstreamDNS, "upstream-dns", "upstream DNS server host:port (repeatable; default: the nameservers of /etc/resolv.conf)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain, forwarded to --cluster-dns")
-	fs.Var(&o.clusterDNS, "cluster-dns", "cluster DNS server host:port for the cluster domain (repeatable; default: the upstream)")
+	fs.Var(&o.clusterDNS, "cluster-dns", "cluster DNS server host:port for the cluster domain (repeatable; default: none, and names under the cluster domain are answered NXDOMAIN)")
 	fs.Var(&o.privateCIDRs, "private-cidr", "the cluster's pod and service CIDRs (repeatable): private for the guard, and the only ranges whose reverse (PTR) names go to --cluster-dns")
 	fs.StringVar(&o.mode, "mode", string(policy.ModeEnforce), "enforce, or audit: allow what enforce would deny and record would_deny")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "/metrics, /healthz and /readyz address; empty disables")
@@ -219,8 +219,9 @@ func (s *state) watchPods(path string, every time.Duration) *watch.Watcher {
 	}}
 }
 
-// runGroup runs functions until the first returns, then cancels the rest
-// and waits for them.
+// runGroup runs the serving goroutines and keeps the first error; it
+// cancels nothing itself: serve ends them (shutting down the servers) and
+// then waits for them with wg.
 type runGroup struct {
 	wg   sync.WaitGroup
 	once sync.Once
