@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/watch"
@@ -46,6 +47,7 @@ type runOptions struct {
 	reloadEvery   time.Duration
 	logLevel      string
 	maxConns      int
+	eventInterval time.Duration
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -70,6 +72,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.reloadEvery, "reload-interval", time.Second, "how often policy and pods files are checked for changes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (operational log on stderr)")
 	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy listeners (0: 1024; negative: no limit)")
+	fs.DurationVar(&o.eventInterval, "event-interval", kube.DefaultEventInterval, "with --kube: at most one Kubernetes Event (EgressDenied) on a denied pod per host and reason in this interval; 0 disables Events")
 }
 
 // validate checks the flags with errors a person can act on.
@@ -113,6 +116,9 @@ func (o *runOptions) validate() error {
 	if o.drainTimeout < 0 {
 		errs = append(errs, errors.New("--drain-timeout must not be negative"))
 	}
+	if o.eventInterval < 0 {
+		errs = append(errs, errors.New("--event-interval must not be negative (0 disables Events)"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -140,6 +146,9 @@ type state struct {
 	// synced reports whether the Kubernetes caches have synced; nil
 	// without --kube.
 	synced func() bool
+	// events puts Events on denied pods; nil without --kube or with
+	// --event-interval 0.
+	events atomic.Pointer[kube.EventEmitter]
 }
 
 func (s *state) policy() *policy.Snapshot { return s.snapshot.Load() }
