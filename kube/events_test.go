@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/k8stest"
@@ -298,5 +299,34 @@ func TestEventsMaxKeys(t *testing.T) {
 	}
 	if len(hosts) != 3 || eventFor(t, env.Client, pod, "c.example.com") != nil {
 		t.Errorf("Events for %v, want a, b and d", hosts)
+	}
+}
+
+// BenchmarkEventEmitterRecord: the cost Record adds to every audit record
+// (allowed: the filter alone) and to a denial repeated within the interval
+// (the filter and the key lookup). Neither reaches the recorder.
+func BenchmarkEventEmitterRecord(b *testing.B) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u"}, Status: corev1.PodStatus{PodIP: "10.0.0.1"}}
+	em, err := kube.NewEventEmitter(kube.EventConfig{Client: fake.NewClientset(), Now: (&fakeClock{now: time.Unix(0, 0)}).Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(em.Close)
+	allowed := denial(pod, "models.example.com", 443, "allowed")
+	allowed.Verdict = "allow"
+	denied := denial(pod, "exfil.example.com", 443, "not-allowlisted")
+	em.Record(denied)
+	for _, bc := range []struct {
+		name string
+		r    *audit.Record
+	}{{"allowed", allowed}, {"denied-repeat", denied}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					em.Record(bc.r)
+				}
+			})
+		})
 	}
 }
