@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,9 +89,10 @@ func serviceAccountClients(t *testing.T, env *k8stest.Env, ns, name string, rule
 	return kc, dc
 }
 
-// TestRBACLeastPrivilege runs the controller as a ServiceAccount bound to
-// exactly RoleRules(false): it syncs and writes status; verbs outside the
-// Role are forbidden. RoleRules(true) adds exactly what --apply needs.
+// TestRBACLeastPrivilege runs the controller and the Event emitter as a
+// ServiceAccount bound to exactly RoleRules(false): it syncs, writes status,
+// creates an Event and patches its count; verbs outside the Role are
+// forbidden. RoleRules(true) adds exactly what --apply needs.
 func TestRBACLeastPrivilege(t *testing.T) {
 	env := k8stest.Shared(t)
 	ns := env.Namespace(t)
@@ -107,6 +109,23 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	waitAccepted(t, res, "p", metav1.ConditionTrue, kube.ReasonValid) // status written with the SA's rights
 	eventually(t, "identity", func() bool { return h.store.Known() == 1 })
 	eventually(t, "policy", func() bool { return allows(h, ns, "models.example.com") })
+
+	t.Run("events create and patch", func(t *testing.T) {
+		pod, err := env.Client.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := &fakeClock{now: time.Unix(1e9, 0)}
+		em := newEmitter(t, kc, clock, nil)
+		em.Record(denial(pod, "exfil.example.com", 443, "not-allowlisted"))
+		waitEvent(t, env.Client, pod, "exfil.example.com") // created
+		clock.Add(kube.DefaultEventInterval)
+		em.Record(denial(pod, "exfil.example.com", 443, "not-allowlisted"))
+		eventually(t, "the Event's count patched to 2", func() bool {
+			ev := eventFor(t, env.Client, pod, "exfil.example.com")
+			return ev != nil && ev.Count == 2
+		})
+	})
 
 	forbidden := []struct {
 		name string
@@ -126,6 +145,18 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		}},
 		{"delete egresspolicies", func() error {
 			return dc.Resource(kube.EgressPolicyResource).Namespace(ns).Delete(ctx, "p", metav1.DeleteOptions{})
+		}},
+		{"list events", func() error { _, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); return err }},
+		{"delete events", func() error {
+			return kc.CoreV1().Events(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		}},
+		{"create events in another namespace", func() error {
+			_, err := kc.CoreV1().Events("default").Create(ctx, &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: "x"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "x"},
+				Reason:         kube.EventReasonDenied, Type: corev1.EventTypeWarning,
+			}, metav1.CreateOptions{})
+			return err
 		}},
 		{"apply networkpolicies without --apply rights", func() error {
 			_, err := kube.ApplyNetworkPolicies(ctx, kc, policy.NetworkPolicies(policy.NetpolOptions{Namespace: ns}))

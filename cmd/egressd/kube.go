@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/policy"
 )
 
-// startKube starts the informers on Pods and EgressPolicies of the namespace;
-// the returned function reports whether their caches have synced.
+// startKube starts the informers on Pods and EgressPolicies of the namespace,
+// and the Event emitter (--event-interval); the returned function reports
+// whether the caches have synced.
 func startKube(ctx context.Context, o *runOptions, st *state, g *runGroup) (func() bool, error) {
 	client, dyn, err := kube.Clients(o.kubeconfig)
 	if err != nil {
@@ -23,6 +25,39 @@ func startKube(ctx context.Context, o *runOptions, st *state, g *runGroup) (func
 	if err != nil {
 		return nil, err
 	}
+	if o.eventInterval > 0 {
+		em, err := kube.NewEventEmitter(kube.EventConfig{
+			Client: client, Interval: o.eventInterval, Selecting: st.selectingPolicies, Logger: st.log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		st.events.Store(em)
+		g.Go(func() error {
+			<-ctx.Done()
+			st.events.Store(nil)
+			em.Close()
+			return nil
+		})
+	}
 	g.Go(func() error { return ctl.Run(ctx) })
 	return ctl.Synced, nil
+}
+
+// recordEvent is the audit logger's hook for Kubernetes Events: it hands
+// every record to the emitter, which keeps the denials of known pods.
+func (s *state) recordEvent(r *audit.Record) {
+	if em := s.events.Load(); em != nil {
+		em.Record(r)
+	}
+}
+
+// selectingPolicies lists the policies in force that select the live pod
+// namespace/name, for the Event's message.
+func (s *state) selectingPolicies(namespace, pod string) []string {
+	c, ok := s.pods.Pod(namespace, pod)
+	if !ok {
+		return nil
+	}
+	return s.policy().Selecting(c)
 }

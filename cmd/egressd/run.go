@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/watch"
@@ -25,30 +26,32 @@ import (
 
 // runOptions are the flags of `egressd run`.
 type runOptions struct {
-	policies    stringList
-	pods        string
-	kube        bool
-	kubeconfig  string
-	namespace   string
-	proxyAddr   string
-	dnsAddr     string
-	sniAddr     string
-	httpAddr    string
-	advertiseIP string
-	upstreamDNS stringList
+	policies      stringList
+	pods          string
+	kube          bool
+	kubeconfig    string
+	namespace     string
+	proxyAddr     string
+	dnsAddr       string
+	sniAddr       string
+	httpAddr      string
+	advertiseIP   string
+	upstreamDNS   stringList
+	clusterDomain string
+	clusterDNS    stringList
+	privateCIDRs  stringList
+	mode          string
+	metricsAddr   string
+	auditFile     string
+	drainTimeout  time.Duration
+	reloadEvery   time.Duration
+	logLevel      string
+	maxConns      int
+	eventInterval time.Duration
+
 	// dnsTimeout, dnsStaleFor and responseTimeout: zero means the
 	// package default (resolver.Config, proxy.Config).
 	dnsTimeout, dnsStaleFor, responseTimeout time.Duration
-	clusterDomain                            string
-	clusterDNS                               stringList
-	privateCIDRs                             stringList
-	mode                                     string
-	metricsAddr                              string
-	auditFile                                string
-	drainTimeout                             time.Duration
-	reloadEvery                              time.Duration
-	logLevel                                 string
-	maxConns                                 int
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -76,6 +79,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.dnsStaleFor, "dns-stale-for", 0, "how long after expiry a cached answer is still served while every upstream fails (RFC 8767; 0: 1h; negative: never)")
 	fs.DurationVar(&o.responseTimeout, "response-timeout", 0, "how long a plain HTTP request waits for the origin's response header before 504 (0: 5m)")
 	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy listeners (0: 1024; negative: no limit)")
+	fs.DurationVar(&o.eventInterval, "event-interval", kube.DefaultEventInterval, "with --kube: at most one Kubernetes Event (EgressDenied) on a denied pod per host and reason in this interval; 0 disables Events")
 }
 
 // validate checks the flags with errors a person can act on.
@@ -119,6 +123,9 @@ func (o *runOptions) validate() error {
 	if o.drainTimeout < 0 {
 		errs = append(errs, errors.New("--drain-timeout must not be negative"))
 	}
+	if o.eventInterval < 0 {
+		errs = append(errs, errors.New("--event-interval must not be negative (0 disables Events)"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -146,6 +153,9 @@ type state struct {
 	// synced reports whether the Kubernetes caches have synced; nil
 	// without --kube.
 	synced func() bool
+	// events puts Events on denied pods; nil without --kube or with
+	// --event-interval 0.
+	events atomic.Pointer[kube.EventEmitter]
 }
 
 func (s *state) policy() *policy.Snapshot { return s.snapshot.Load() }

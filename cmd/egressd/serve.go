@@ -167,6 +167,11 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 		return err
 	}
 	defer auditCloser.Close()
+	// Kubernetes Events on denied pods (--kube, --event-interval): the
+	// logger hands every record to st.recordEvent, a func(*audit.Record).
+	// WIRING NOTE (issue 9): add `OnRecord: st.recordEvent` here once
+	// audit.Config has its OnRecord hook (audit branch); until then the
+	// emitter that startKube starts receives no records.
 	auditLog := audit.New(audit.Config{Writers: writers, Metrics: m})
 	defer auditLog.Close() // runs before auditCloser: the file is still open
 
