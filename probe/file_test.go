@@ -2,6 +2,8 @@ package probe
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -126,5 +128,27 @@ func TestParseRejects(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDocumentedExample: the probe file of docs/probe.md parses.
+func TestDocumentedExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "docs", "probe.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	start := strings.Index(doc, "```yaml\n# probes.yaml")
+	if start < 0 {
+		t.Fatal("docs/probe.md has no probes.yaml example")
+	}
+	block := doc[start+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	checks, err := Parse("docs/probe.md", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(checks) != 4 || checks[2].Reason != "not-allowlisted" || !checks[0].DNS {
+		t.Errorf("example parsed as %+v", checks)
 	}
 }
