@@ -22,7 +22,7 @@ func (r *Runner) connect(ctx context.Context, c Check) Result {
 	res := Result{Target: target}
 	conn, err := r.dialer("tcp").DialContext(ctx, "tcp", r.cfg.Proxy)
 	if err != nil {
-		res.Observed, res.Detail = Failed, fmt.Sprintf("proxy %s: %v", r.cfg.Proxy, err)
+		res.Observed, res.Detail = NoDecision, fmt.Sprintf("proxy %s: %v", r.cfg.Proxy, err)
 		return res
 	}
 	defer conn.Close()
@@ -34,12 +34,12 @@ func (r *Runner) connect(ctx context.Context, c Check) Result {
 	req := "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n" +
 		Header + ": " + c.Name + "\r\nUser-Agent: " + r.cfg.UserAgent + "\r\n\r\n"
 	if _, err := io.WriteString(conn, req); err != nil {
-		res.Observed, res.Detail = Failed, "write CONNECT: "+errText(ctx, err)
+		res.Observed, res.Detail = NoDecision, "write CONNECT: "+errText(ctx, err)
 		return res
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
 	if err != nil {
-		res.Observed, res.Detail = Failed, "read the proxy's answer: "+errText(ctx, err)
+		res.Observed, res.Detail = NoDecision, "read the proxy's answer: "+errText(ctx, err)
 		return res
 	}
 	defer resp.Body.Close()
@@ -68,10 +68,10 @@ func classifyConnect(res *Result, status int) {
 		res.Detail = strings.TrimSpace(res.Status + " " + res.Reason + ": " + res.Detail)
 	case res.Reason != "":
 		// 429 (a per-client limit), 503 (draining): egressd did not decide.
-		res.Observed = Failed
+		res.Observed = NoDecision
 		res.Detail = fmt.Sprintf("%d %s: %s", status, res.Reason, res.Detail)
 	default:
-		res.Observed = Failed
+		res.Observed = NoDecision
 		res.Detail = fmt.Sprintf("%d without X-Egressd-Reason: not egressd's answer (another proxy on the way?) %s", status, res.Detail)
 	}
 }

@@ -112,11 +112,11 @@ func TestConnect(t *testing.T) {
 		{"502: allowed, upstream failed", Check{Host: "dialfail.test", Port: 443, Expect: ExpectAllow}, UpstreamFailed, "dial-failed", "502", true, "allowed by policy; the upstream failed: 502 dial-failed"},
 		{"504: allowed, upstream failed", Check{Host: "slow.test", Port: 443, Expect: ExpectAllow}, UpstreamFailed, "dial-failed", "504", true, "upstream failed"},
 		{"502 does not meet deny", Check{Host: "dialfail.test", Port: 443, Expect: ExpectDeny}, UpstreamFailed, "dial-failed", "502", false, "allowed by policy, want denied"},
-		{"429: no decision", Check{Host: "limit.test", Port: 443, Expect: ExpectDeny}, Failed, "too-many-connections", "429", false, "no decision seen: 429 too-many-connections"},
-		{"503: no decision", Check{Host: "draining.test", Port: 443, Expect: ExpectAllow}, Failed, "dial-failed", "503", false, "no decision seen"},
-		{"403 without the header is not egressd's", Check{Host: "foreign.test", Port: 443, Expect: ExpectDeny}, Failed, "", "403", false, "without X-Egressd-Reason"},
-		{"407 is not egressd's", Check{Host: "auth.test", Port: 443, Expect: ExpectDeny}, Failed, "", "407", false, "not egressd's answer"},
-		{"no answer: timed out", Check{Host: "hang.test", Port: 443, Expect: ExpectDeny}, Failed, "", "", false, "timed out"},
+		{"429: no decision", Check{Host: "limit.test", Port: 443, Expect: ExpectDeny}, NoDecision, "too-many-connections", "429", false, "no decision seen: 429 too-many-connections"},
+		{"503: no decision", Check{Host: "draining.test", Port: 443, Expect: ExpectAllow}, NoDecision, "dial-failed", "503", false, "no decision seen"},
+		{"403 without the header is not egressd's", Check{Host: "foreign.test", Port: 443, Expect: ExpectDeny}, NoDecision, "", "403", false, "without X-Egressd-Reason"},
+		{"407 is not egressd's", Check{Host: "auth.test", Port: 443, Expect: ExpectDeny}, NoDecision, "", "407", false, "not egressd's answer"},
+		{"no answer: timed out", Check{Host: "hang.test", Port: 443, Expect: ExpectDeny}, NoDecision, "", "", false, "timed out"},
 	}
 	// A short limit for the case that waits for it: the fake proxy never
 	// answers hang.test.
@@ -170,7 +170,7 @@ func TestConnectProxyUnreachable(t *testing.T) {
 	ln.Close()
 	r := newRunner(t, Config{Proxy: addr})
 	res := r.runStep(context.Background(), step{Check{Name: "a", Host: "allow.test", Port: 443, Expect: ExpectDeny}, ViaProxy})
-	checkResult(t, res, Failed, "", "", false, "no decision seen: proxy "+addr)
+	checkResult(t, res, NoDecision, "", "", false, "no decision seen: proxy "+addr)
 }
 
 func TestConnectFromSource(t *testing.T) {

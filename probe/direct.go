@@ -20,7 +20,7 @@ func (r *Runner) direct(ctx context.Context, c Check) Result {
 	if !ok {
 		addrs, err := r.cfg.Resolver.LookupNetIP(ctx, "ip", c.Host)
 		if err != nil || len(addrs) == 0 {
-			res.Observed, res.Detail = Failed, "resolve "+c.Host+": "+errText(ctx, errOr(err, "no address"))
+			res.Observed, res.Detail = NoDecision, "resolve "+c.Host+": "+errText(ctx, errOr(err, "no address"))
 			return res
 		}
 		addr = addrs[0].Unmap()

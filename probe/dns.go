@@ -39,7 +39,7 @@ func (r *Runner) query(ctx context.Context, c Check) Result {
 		}
 	}
 	if err != nil {
-		res.Observed, res.Detail = Failed, fmt.Sprintf("resolver %s: %s", r.cfg.DNS, errText(ctx, err))
+		res.Observed, res.Detail = NoDecision, fmt.Sprintf("resolver %s: %s", r.cfg.DNS, errText(ctx, err))
 		return res
 	}
 	classifyDNS(&res, in)
@@ -86,7 +86,7 @@ func classifyDNS(res *Result, in *dns.Msg) {
 		res.Observed = UpstreamFailed
 		res.Detail = strings.TrimSpace("SERVFAIL " + res.Detail)
 	default:
-		res.Observed = Failed
+		res.Observed = NoDecision
 		res.Detail = strings.TrimSpace(res.Status + " " + res.Detail + ": not an answer egressd gives for a decision")
 	}
 	if res.Observed != Denied {

@@ -129,9 +129,9 @@ func TestQuery(t *testing.T) {
 		{"someone else's block is no denial", Check{Host: "otherblock.test", Expect: ExpectDeny}, UpstreamFailed, "", "NXDOMAIN", false, "want denied"},
 		{"SERVFAIL meets allow", Check{Host: "fail.test", Expect: ExpectAllow}, UpstreamFailed, "", "SERVFAIL", true, "SERVFAIL EDE 23"},
 		{"REFUSED + EDE 18: unknown client", Check{Host: "refused.test", Expect: ExpectDeny, Reason: "unknown-client"}, Denied, "unknown-client", "REFUSED", true, ""},
-		{"FORMERR: no decision", Check{Host: "formerr.test", Expect: ExpectDeny}, Failed, "", "FORMERR", false, "no decision seen"},
+		{"FORMERR: no decision", Check{Host: "formerr.test", Expect: ExpectDeny}, NoDecision, "", "FORMERR", false, "no decision seen"},
 		{"truncated: again over TCP", Check{Host: "big.test", Expect: ExpectAllow}, Allowed, "", "NOERROR", true, ""},
-		{"no answer: timed out", Check{Host: "hang.test", Expect: ExpectDeny}, Failed, "", "", false, "timed out"},
+		{"no answer: timed out", Check{Host: "hang.test", Expect: ExpectDeny}, NoDecision, "", "", false, "timed out"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,7 +225,7 @@ func TestDirect(t *testing.T) {
 		{"closed port: blocked", "127.0.0.1", closed, Blocked, true, ""},
 		{"listening port: bypass", "127.0.0.1", openPort, Connected, false, "bypass"},
 		{"a name is resolved, then dialled", "bypass.test", openPort, Connected, false, "bypass"},
-		{"an unresolvable name proves nothing", "nowhere.test", openPort, Failed, false, "could not test the bypass: resolve nowhere.test"},
+		{"an unresolvable name proves nothing", "nowhere.test", openPort, NoDecision, false, "could not test the bypass: resolve nowhere.test"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -154,7 +154,7 @@ func (rep *Report) WriteJUnit(w io.Writer, props [][2]string) error {
 		}
 		switch {
 		case r.Pass:
-		case r.Observed == Failed:
+		case r.Observed == NoDecision:
 			c.Error = &junitProblem{Message: r.Why, Type: "no-decision", Text: r.Detail}
 			suite.Errors++
 		default:

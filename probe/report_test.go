@@ -19,7 +19,7 @@ func sampleReport() *Report {
 		{Check: Check{Name: "evil", Host: "e.example", Port: 443, Expect: ExpectDeny, Reason: "metadata"},
 			Via: ViaProxy, Target: "e.example:443", Observed: Denied, Reason: "x\x1b[31mred", Status: "403"},
 		{Check: Check{Name: "gone", Host: "g.example", Port: 443, Expect: ExpectAllow},
-			Via: ViaProxy, Target: "g.example:443", Observed: Failed, Detail: "proxy 10.96.0.53:3128: connection refused"},
+			Via: ViaProxy, Target: "g.example:443", Observed: NoDecision, Detail: "proxy 10.96.0.53:3128: connection refused"},
 		{Check: Check{Name: "control:direct:203.0.113.9:443", Host: "203.0.113.9", Port: 443, Expect: ExpectDeny},
 			Via: ViaDirect, Target: "203.0.113.9:443", Observed: Connected, Status: "connected"},
 	}

@@ -33,9 +33,9 @@ const (
 	Connected Observed = "connected"
 	// Blocked: a direct TCP connect failed (refused, timed out, unreachable).
 	Blocked Observed = "blocked"
-	// Failed: no answer that tells egressd's decision (proxy or resolver
+	// NoDecision: no answer that tells egressd's decision (proxy or resolver
 	// unreachable, a timeout, a limit, an answer that is not egressd's).
-	Failed Observed = "error"
+	NoDecision Observed = "no-decision"
 )
 
 // Result is one step of one check, judged.
