@@ -203,20 +203,39 @@ func validReason(r string) bool {
 	return true
 }
 
-// hasSecondDocument reports a "---" marker after content: sigs.k8s.io/yaml
-// would silently read only the first document.
+// hasSecondDocument reports content after a document marker ("---", or
+// "..." that ends a document) that follows content: sigs.k8s.io/yaml reads
+// only the first document and would drop the rest without a word.
 func hasSecondDocument(data []byte) bool {
-	content := false
+	content, ended := false, false
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		l := bytes.TrimRight(line, "\r")
-		if bytes.HasPrefix(l, []byte("---")) && (len(l) == 3 || l[3] == ' ' || l[3] == '\t') {
-			if content {
-				return true
+		if isMarker(l) {
+			ended = content
+			// "--- {checks: ...}": content on the marker's own line.
+			if rest := bytes.TrimSpace(l[3:]); len(rest) > 0 && rest[0] != '#' {
+				if ended {
+					return true
+				}
+				content = true
 			}
 			continue
 		}
 		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+			if ended {
+				return true
+			}
 			content = true
+		}
+	}
+	return false
+}
+
+// isMarker reports a YAML document marker line (YAML 1.2 §9.1).
+func isMarker(l []byte) bool {
+	for _, m := range [...]string{"---", "..."} {
+		if bytes.HasPrefix(l, []byte(m)) && (len(l) == 3 || l[3] == ' ' || l[3] == '\t') {
+			return true
 		}
 	}
 	return false
