@@ -44,6 +44,28 @@ spec:
             spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
 `
 
+// prometheusRuleCRD stands in for the Prometheus Operator's PrometheusRule
+// CRD in the same way; TestPrometheusRule checks the rules themselves.
+const prometheusRuleCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: prometheusrules.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {plural: prometheusrules, singular: prometheusrule, kind: PrometheusRule, listKind: PrometheusRuleList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
 // TestServerSideDryRun applies every rendered object, with defaults and with
 // every option on, to a real kube-apiserver with a server-side dry run: the
 // API server's own validation (schemas, the EgressPolicy CRD's rules,
@@ -54,6 +76,7 @@ func TestServerSideDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	installCRD(ctx, t, env, serviceMonitorCRD, "ServiceMonitor")
+	installCRD(ctx, t, env, prometheusRuleCRD, "PrometheusRule")
 
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
 	for _, vs := range valueSets(t) {
@@ -62,6 +85,15 @@ func TestServerSideDryRun(t *testing.T) {
 			objs := render(t, ns, vs.files)
 			if len(objs) == 0 {
 				t.Fatal("nothing rendered")
+			}
+			if vs.name == "all-on" {
+				// The helm test hook, its probe file and the monitoring
+				// objects are judged here too.
+				for _, k := range []string{"Pod", "ConfigMap", "PrometheusRule", "ServiceMonitor"} {
+					if len(ofKind(objs, k)) == 0 {
+						t.Errorf("all-on renders no %s", k)
+					}
+				}
 			}
 			for _, o := range objs {
 				gvk := o.GroupVersionKind()

@@ -93,3 +93,24 @@ ipBlock must never include link-local or a metadata address.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+egressd.serviceHost: the egressd Service address as the probe Pod sees it:
+service.clusterIP when fixed, else the Service's link variable
+(FULLNAME_SERVICE_HOST, expanded by the kubelet in args), so that the probe
+needs no name resolution: a workload's NetworkPolicy lets it reach egressd
+only, not the cluster DNS.
+*/}}
+{{- define "egressd.serviceHost" -}}
+{{- if .Values.service.clusterIP -}}
+{{- .Values.service.clusterIP -}}
+{{- else -}}
+{{- printf "$(%s_SERVICE_HOST)" (include "egressd.fullname" . | upper | replace "-" "_") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* egressd.hostPort joins a host (an IPv6 address bracketed) and a port. */}}
+{{- define "egressd.hostPort" -}}
+{{- $h := index . 0 -}}
+{{- if contains ":" $h }}{{ printf "[%s]:%v" $h (index . 1) }}{{ else }}{{ printf "%s:%v" $h (index . 1) }}{{ end -}}
+{{- end -}}
