@@ -29,8 +29,8 @@ type Metrics struct {
 	Policies       prometheus.Gauge
 	AuditWritten   prometheus.Counter
 	AuditFailed    prometheus.Counter
-	AuditDropped   prometheus.Counter // records lost: a sink's buffer was full, or Close gave up
-	AuditAvailable prometheus.Gauge   // 1 while every audit sink takes records
+	AuditDropped   prometheus.Counter     // records lost: a sink's buffer was full, or Close gave up
+	AuditAvailable prometheus.Gauge       // 1 while every audit sink takes records
 	UpstreamErrors *prometheus.CounterVec // DNS upstream errors, kind: timeout, network, servfail
 }
 
