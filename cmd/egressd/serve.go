@@ -162,13 +162,14 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	st := &state{log: log, metrics: m, pods: identity.NewStore()}
-	writers, auditCloser, err := auditWriters(stdout, o.auditFile)
+	writers, auditCloser, err := auditWriters(stdout, o)
 	if err != nil {
 		return err
 	}
 	defer auditCloser.Close()
-	auditLog := audit.New(audit.Config{Writers: writers, Metrics: m})
+	auditLog := audit.New(auditConfig(o, writers, m, log))
 	defer auditLog.Close() // runs before auditCloser: the file is still open
+	defer reopenOnHangup(auditLog, log)()
 
 	var ls listeners
 	defer ls.close()
