@@ -151,6 +151,7 @@ type Config struct {
 type Logger struct {
 	cfg     Config
 	scratch sync.Pool // *[]byte: a record being encoded
+	copies  sync.Pool // *Record: what OnRecord gets
 	direct  []io.Writer
 	sinks   []*sink
 
@@ -208,6 +209,7 @@ func New(cfg Config) *Logger {
 	l := &Logger{cfg: cfg, healthy: true, reported: true}
 	l.progress.L = &l.mu
 	l.scratch.New = func() any { b := make([]byte, 0, 1024); return &b }
+	l.copies.New = func() any { return new(Record) }
 	for _, w := range cfg.Writers {
 		if cfg.FlushInterval < 0 {
 			l.direct = append(l.direct, w)
@@ -310,7 +312,13 @@ func (l *Logger) Write(r *Record) {
 		l.notify()
 	}
 	if l.cfg.OnRecord != nil {
-		l.cfg.OnRecord(r)
+		// A copy from a pool: handing r itself to a function value would
+		// make every caller's record escape to the heap, callback or not.
+		c := l.copies.Get().(*Record)
+		*c = *r
+		l.cfg.OnRecord(c)
+		*c = Record{}
+		l.copies.Put(c)
 	}
 	if cap(line) <= 64<<10 { // a huge record's buffer is not kept
 		*bp = line
@@ -379,6 +387,9 @@ func (l *Logger) countAcceptedLocked() int {
 // failed write after the call (Flush); without, it waits through the
 // retries (Close). mu is held, and released while waiting.
 func (l *Logger) drainLocked(stopOnError bool) error {
+	if len(l.sinks) == 0 {
+		return nil
+	}
 	type mark struct{ queued, attempts int64 }
 	marks := make([]mark, len(l.sinks))
 	for i, s := range l.sinks {
@@ -489,6 +500,9 @@ func (l *Logger) Reopen() error {
 		marks = append(marks, mark{s, s.reopenGen})
 		s.ensureRunningLocked()
 		s.kickLocked()
+	}
+	if len(marks) == 0 {
+		return nil
 	}
 	timedOut := false
 	stop := l.cfg.AfterFunc(l.cfg.WaitTimeout, func() {

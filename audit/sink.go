@@ -82,8 +82,10 @@ func (s *sink) enqueueLocked(line []byte, refusal bool) bool {
 		l.cfg.AfterFunc(l.cfg.FlushInterval, func() {
 			l.mu.Lock()
 			s.armed = false
-			s.flushDue = true
-			s.kickLocked()
+			if len(s.cur) > 0 { // else the batch went out full, and the next one starts its own wait
+				s.flushDue = true
+				s.kickLocked()
+			}
 			l.mu.Unlock()
 		})
 	}
@@ -138,6 +140,9 @@ func (s *sink) dueLocked() bool {
 func (s *sink) takeLocked() []byte {
 	if s.outOff == len(s.out) {
 		s.out, s.cur, s.spare, s.outOff = s.cur, s.spare, nil, 0
+		if s.cur == nil { // sized for a batch and its last record: no regrowth
+			s.cur = make([]byte, 0, s.l.cfg.BufferSize+s.l.cfg.BufferSize/4)
+		}
 		s.flushDue = false
 	}
 	rest := s.out[s.outOff:]
@@ -156,7 +161,7 @@ func (s *sink) advanceLocked(n int) {
 	s.outOff += n
 	s.written += int64(n)
 	if s.outOff == len(s.out) {
-		if cap(s.out) <= 4*s.l.cfg.BufferSize && s.spare == nil {
+		if cap(s.out) <= max(8*s.l.cfg.BufferSize, s.l.cfg.BufferLimit/8) && s.spare == nil {
 			s.spare = s.out[:0]
 		}
 		s.out, s.outOff = nil, 0
