@@ -6,6 +6,7 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -367,4 +368,80 @@ func hostID(t *testing.T, line string) string {
 		t.Fatalf("line %q: %v", line, err)
 	}
 	return r.ID
+}
+
+// TestReopenAfterCutRecord: the full disk cut a record, then logrotate
+// renames the file and sends SIGHUP. With space freed first, the record is
+// finished in the old file; with the disk still full, it goes whole to the
+// new file and the old one keeps a fragment. Either way every record is
+// whole in exactly one file.
+func TestReopenAfterCutRecord(t *testing.T) {
+	for _, freedFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "space freed first", false: "disk still full"}[freedFirst], func(t *testing.T) {
+			dir := mountTmpfs(t, "256k")
+			path := filepath.Join(dir, "audit.jsonl")
+			f, err := OpenFile(FileConfig{Path: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			free := fillDisk(t, dir, 4096)
+			clk, m, states := newFakeClock(), metrics.New(), make(sinkStates, 8)
+			cfg := faultConfig(f, m, states)
+			const backoff = 7 * time.Millisecond
+			cfg.Now, cfg.AfterFunc = clk.Now, clk.AfterFunc
+			cfg.FlushInterval, cfg.RetryBackoff, cfg.MaxRetryBackoff, cfg.StallTimeout = time.Hour, backoff, backoff, -1
+			l := New(cfg)
+			const n = 30
+			for i := range n {
+				l.Write(faultRecord(i))
+			}
+			clk.waitArmed(backoff) // the write failed: its retry waits
+			if b, _ := os.ReadFile(path); len(b) == 0 || b[len(b)-1] == '\n' {
+				t.Fatalf("the full disk took %d bytes: no record was cut", len(b))
+			}
+			if err := os.Rename(path, path+".1"); err != nil {
+				t.Fatal(err)
+			}
+			if freedFirst {
+				free()
+			} else {
+				clk.Advance(time.Millisecond) // tells the next retry timer from the first
+			}
+			if err := l.Reopen(); err != nil {
+				t.Fatal(err)
+			}
+			if !freedFirst {
+				clk.waitArmed(backoff) // the new file is full too
+				free()
+				clk.Advance(backoff)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			old, err := os.ReadFile(path + ".1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if freedFirst != (old[len(old)-1] == '\n') {
+				t.Fatalf("old file ends %q", old[len(old)-20:])
+			}
+			if !freedFirst { // drop the fragment; its record is whole in the new file
+				old = old[:bytes.LastIndexByte(old, '\n')+1]
+				if err := os.WriteFile(path+".1", old, 0o640); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids, files := idsInDir(t, dir)
+			if files != 2 || len(ids) != n {
+				t.Fatalf("%d files, %d records, want 2 and %d", files, len(ids), n)
+			}
+			for id, c := range ids {
+				if c != 1 {
+					t.Errorf("record %s in %d lines", id, c)
+				}
+			}
+		})
+	}
 }

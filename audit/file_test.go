@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,8 +64,8 @@ func TestFileRotationUnderLoad(t *testing.T) {
 		logrotate bool
 		minFiles  int
 	}{
-		{"size", 1, false, 3},
-		{"logrotate and SIGHUP", 0, true, 3},
+		{"size", 1, false, 4},                // 4.8 MB in 1 MiB files
+		{"logrotate and SIGHUP", 0, true, 4}, // each renamed file holds records
 		{"both", 1, true, 4},
 	}
 	for _, tc := range cases {
@@ -78,64 +79,65 @@ func TestFileRotationUnderLoad(t *testing.T) {
 			defer f.Close()
 			m := metrics.New()
 			l := New(Config{Writers: []io.Writer{f}, Metrics: m, FlushInterval: time.Millisecond})
-			const writers, each = 8, 1500 // 12,000 records of ~400 bytes: ~4.8 MB
+			// Each writer writes at least `each` records (12,000 of ~400
+			// bytes: ~4.8 MB, several size rotations), and goes on until the
+			// logrotate goroutine has done its renames.
+			const writers, each, renames = 8, 1500, 4
 			pad := strings.Repeat("p", 200)
+			var renamed atomic.Bool
+			renamed.Store(!tc.logrotate)
+			written := make([]int, writers)
 			var wg sync.WaitGroup
 			for g := range writers {
 				wg.Go(func() {
-					for i := range each {
+					i := 0
+					for ; i < each || !renamed.Load(); i++ {
 						l.Write(&Record{ID: fmt.Sprintf("g%d-%d", g, i), Kind: KindDNS, Host: "h.test", Error: pad})
 					}
+					written[g] = i
 				})
 			}
-			rotations := 0
 			if tc.logrotate {
-				stop := make(chan struct{})
-				var rot sync.WaitGroup
-				rot.Go(func() {
-					for {
-						select {
-						case <-stop:
-							return
-						default:
+				for r := 1; r <= renames; r++ {
+					for { // until records reach the file: none is left empty
+						if err := l.Flush(); err != nil {
+							t.Fatal(err)
 						}
-						// logrotate's create mode: rename, create, then SIGHUP.
-						rotations++
-						err := os.Rename(path, fmt.Sprintf("%s.%d", path, rotations))
-						if errors.Is(err, fs.ErrNotExist) && tc.maxMiB > 0 {
-							// lumberjack is between its own rename and create
-							// (logrotate's missingok); records are not at stake.
-							continue
-						}
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if err := l.Reopen(); err != nil {
-							t.Error(err)
-							return
-						}
-						if err := l.Flush(); err != nil { // let records reach the new file
-							t.Error(err)
-							return
+						if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+							break
 						}
 					}
-				})
-				wg.Wait()
-				close(stop)
-				rot.Wait()
-			} else {
-				wg.Wait()
+					// logrotate's create mode: rename, create, then SIGHUP.
+					err := os.Rename(path, fmt.Sprintf("%s.%d", path, r))
+					if errors.Is(err, fs.ErrNotExist) && tc.maxMiB > 0 {
+						// lumberjack is between its own rename and create
+						// (logrotate's missingok); records are not at stake.
+						r--
+						continue
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := l.Reopen(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				renamed.Store(true)
+			}
+			wg.Wait()
+			total := 0
+			for _, n := range written {
+				total += n
 			}
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
 			ids, files := idsInDir(t, dir)
 			if files < tc.minFiles {
-				t.Errorf("%d files (%d renames), want at least %d: rotation did not happen under load", files, rotations, tc.minFiles)
+				t.Errorf("%d files, want at least %d: rotation did not happen under load", files, tc.minFiles)
 			}
-			if len(ids) != writers*each {
-				t.Errorf("%d distinct ids, want %d", len(ids), writers*each)
+			if len(ids) != total {
+				t.Errorf("%d distinct ids, want %d", len(ids), total)
 			}
 			for id, n := range ids {
 				if n != 1 {
