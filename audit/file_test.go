@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,27 +78,31 @@ func TestFileRotationUnderLoad(t *testing.T) {
 			defer f.Close()
 			m := metrics.New()
 			l := New(Config{Writers: []io.Writer{f}, Metrics: m, FlushInterval: time.Millisecond})
-			// Each writer writes at least `each` records (12,000 of ~400
-			// bytes: ~4.8 MB, several size rotations), and goes on until the
-			// logrotate goroutine has done its renames.
-			const writers, each, renames = 8, 1500, 4
+			// 12,000 records of ~400 bytes: ~4.8 MB. With logrotate, the
+			// writers meet the rotator three times (after a quarter, a half
+			// and three quarters): each rename happens while the sink still
+			// writes the records queued before it, and records follow it.
+			const writers, each, renames = 8, 1500, 3
 			pad := strings.Repeat("p", 200)
-			var renamed atomic.Bool
-			renamed.Store(!tc.logrotate)
-			written := make([]int, writers)
+			renamed := make([]chan struct{}, renames)
+			for i := range renamed {
+				renamed[i] = make(chan struct{})
+			}
 			var wg sync.WaitGroup
 			for g := range writers {
 				wg.Go(func() {
-					i := 0
-					for ; i < each || !renamed.Load(); i++ {
+					for i := range each {
+						if k := i / (each / (renames + 1)); tc.logrotate && i%(each/(renames+1)) == 0 && k > 0 {
+							<-renamed[k-1]
+						}
 						l.Write(&Record{ID: fmt.Sprintf("g%d-%d", g, i), Kind: KindDNS, Host: "h.test", Error: pad})
 					}
-					written[g] = i
 				})
 			}
 			if tc.logrotate {
-				for r := 1; r <= renames; r++ {
-					for { // until records reach the file: none is left empty
+				for k := range renames {
+					// Only a file that holds records is rotated.
+					for {
 						if err := l.Flush(); err != nil {
 							t.Fatal(err)
 						}
@@ -108,27 +111,24 @@ func TestFileRotationUnderLoad(t *testing.T) {
 						}
 					}
 					// logrotate's create mode: rename, create, then SIGHUP.
-					err := os.Rename(path, fmt.Sprintf("%s.%d", path, r))
-					if errors.Is(err, fs.ErrNotExist) && tc.maxMiB > 0 {
-						// lumberjack is between its own rename and create
-						// (logrotate's missingok); records are not at stake.
-						r--
-						continue
-					}
-					if err != nil {
-						t.Fatal(err)
+					for {
+						err := os.Rename(path, fmt.Sprintf("%s.%d", path, k+1))
+						if errors.Is(err, fs.ErrNotExist) && tc.maxMiB > 0 {
+							continue // lumberjack is between its own rename and create
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						break
 					}
 					if err := l.Reopen(); err != nil {
 						t.Fatal(err)
 					}
+					close(renamed[k])
 				}
-				renamed.Store(true)
 			}
 			wg.Wait()
-			total := 0
-			for _, n := range written {
-				total += n
-			}
+			total := writers * each
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
