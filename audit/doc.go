@@ -5,13 +5,28 @@
 //
 // The logger is on the DNS server's per-query path, so it encodes without
 // reflection (encode.go: byte for byte what encoding/json gives, held by a
-// fuzz target) and, when its writers are files (stdout, the audit file),
-// batches records into one write(2) per 64 KiB, a record waiting at most
-// 50 ms (logger.go). A batching Logger is closed at shutdown, after the servers
-// have drained; records still buffered when the process is killed (SIGKILL)
-// are lost, at most one FlushInterval's worth. In-process writers (tests'
-// sinks) get one Write per record, synchronously, as before.
+// fuzz target). File sinks (stdout, the audit file: sink.go) get records
+// in batches, one write(2) per 64 KiB, a record waiting at most 50 ms,
+// written by a goroutine per sink: a request only appends to a bounded
+// buffer and never waits for a disk or a pipe. In-process writers (tests'
+// sinks) get one Write per record, synchronously.
 //
-// It imports policy (for Decision and Client) and metrics; it must not
-// import proxy, resolver, kube or cmd.
+// Durability (issue 11, "Audit sink faults"): a write that fails (disk
+// full, unwritable, a short write) keeps the unwritten bytes, from the
+// exact byte where the file stopped, and is retried with backoff, so that
+// the file ends with whole records once it recovers. A sink whose writes
+// keep failing, hang, or lag by a quarter of its buffer makes
+// Logger.Available false (--audit-failure closed: new requests are refused
+// with reason audit-unavailable while admitted ones still get their
+// records) or, in open mode, is served past and what does not fit is
+// dropped and counted. Records still buffered when the process is killed
+// (SIGKILL) are lost; Close at shutdown writes them.
+//
+// Interim records (interim.go): requests registered with Logger.Open get a
+// record every Config.Interim while open, from one timer for the Logger.
+// The audit file (file.go) is reopened on SIGHUP for logrotate and may
+// rotate by size through lumberjack, never inside a record.
+//
+// It imports policy (for Decision, Client and the audit-unavailable
+// reason) and metrics; it must not import proxy, resolver, kube or cmd.
 package audit

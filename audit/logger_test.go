@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -87,19 +88,32 @@ func TestLoggerBatchesFileWriters(t *testing.T) {
 	}
 }
 
+// TestLoggerFlushesFullBuffer: a full batch is written at once, not after
+// FlushInterval (an hour here). The sink's goroutine writes it; the
+// deadline only turns a hang into a failure.
 func TestLoggerFlushesFullBuffer(t *testing.T) {
 	f := tempFile(t, "a")
 	l := New(Config{Writers: []io.Writer{f}, Metrics: metrics.New(), FlushInterval: time.Hour, BufferSize: 1000})
-	written := 0
-	for i := 0; written == 0; i++ {
-		if i > 100 {
-			t.Fatal("a full buffer was never written")
-		}
+	defer l.Close()
+	for i := range 4 { // ~200 bytes each: not a full batch yet
 		l.Write(&Record{Kind: KindDNS, Host: fmt.Sprintf("h%d.test", i)})
-		written = len(readLines(t, f))
 	}
-	if fi, _ := f.Stat(); fi.Size() < 1000 {
-		t.Errorf("flushed %d bytes, before the buffer was full", fi.Size())
+	if fi, _ := f.Stat(); fi.Size() != 0 {
+		t.Fatalf("%d bytes written before the batch was full", fi.Size())
+	}
+	for i := 4; i < 10; i++ {
+		l.Write(&Record{Kind: KindDNS, Host: fmt.Sprintf("h%d.test", i)})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fi, _ := f.Stat()
+		if fi.Size() >= 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a full batch was not written (%d bytes in the file)", fi.Size())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -146,51 +160,73 @@ func TestLoggerClose(t *testing.T) {
 }
 
 func TestLoggerUnbatched(t *testing.T) {
-	cases := []struct {
-		name string
-		cfg  func(f *os.File, buf *bytes.Buffer) Config
-	}{
-		{"negative interval", func(f *os.File, _ *bytes.Buffer) Config {
-			return Config{Writers: []io.Writer{f}, FlushInterval: -1}
-		}},
-		{"in-process writer beside a file", func(f *os.File, buf *bytes.Buffer) Config {
-			return Config{Writers: []io.Writer{f, buf}}
-		}},
+	f, buf := tempFile(t, "a"), &bytes.Buffer{}
+	m := metrics.New()
+	l := New(Config{Writers: []io.Writer{f, buf}, Metrics: m, FlushInterval: -1})
+	l.Write(&Record{Kind: KindDNS, Host: "now.test"})
+	if lines := readLines(t, f); len(lines) != 1 {
+		t.Fatalf("record not written by Write: %q", lines)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f, buf := tempFile(t, "a"), &bytes.Buffer{}
-			cfg := tc.cfg(f, buf)
-			cfg.Metrics = metrics.New()
-			l := New(cfg)
-			l.Write(&Record{Kind: KindDNS, Host: "now.test"})
-			if lines := readLines(t, f); len(lines) != 1 {
-				t.Fatalf("record not written by Write: %q", lines)
-			}
-			if got := testCounter(cfg.Metrics.AuditWritten); got != 1 {
-				t.Errorf("written counter %v", got)
-			}
-		})
+	if buf.Len() == 0 {
+		t.Fatal("in-process writer got nothing")
+	}
+	if got := testCounter(m.AuditWritten); got != 1 {
+		t.Errorf("written counter %v", got)
 	}
 }
 
-func TestLoggerBatchFailureCountsEveryRecord(t *testing.T) {
+// TestLoggerInProcessBesideFile: an in-process writer gets each record
+// before Write returns, while the file beside it still gets batches.
+func TestLoggerInProcessBesideFile(t *testing.T) {
+	f, buf := tempFile(t, "a"), &bytes.Buffer{}
+	l := New(Config{Writers: []io.Writer{f, buf}, Metrics: metrics.New(), FlushInterval: time.Hour})
+	l.Write(&Record{Kind: KindDNS, Host: "now.test"})
+	if buf.Len() == 0 {
+		t.Fatal("in-process writer got nothing from Write")
+	}
+	if lines := readLines(t, f); len(lines) != 0 {
+		t.Fatalf("file written before its batch was due: %q", lines)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if lines := readLines(t, f); len(lines) != 1 || hostOf(t, lines[0]) != "now.test" {
+		t.Fatalf("file after Close: %q", lines)
+	}
+}
+
+// TestLoggerFailingSinkKeepsRecords: a sink whose writes fail (a read-only
+// descriptor: EBADF) keeps its records and retries; the sink beside it is
+// not held up; Flush reports the error; Close gives up after WaitTimeout
+// and counts what that sink never got.
+func TestLoggerFailingSinkKeepsRecords(t *testing.T) {
 	good := tempFile(t, "good")
-	ro, err := os.Open(good.Name()) // read-only: write(2) fails with EBADF
+	ro, err := os.Open(good.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Close()
 	m := metrics.New()
-	l := New(Config{Writers: []io.Writer{good, ro}, Metrics: m, FlushInterval: time.Hour})
+	l := New(Config{Writers: []io.Writer{good, ro}, Metrics: m, FlushInterval: time.Hour,
+		RetryBackoff: time.Millisecond, WaitTimeout: 100 * time.Millisecond})
 	for range 3 {
 		l.Write(&Record{Kind: KindDNS})
 	}
-	if err := l.Close(); err == nil || !strings.HasPrefix(err.Error(), "audit: ") {
-		t.Errorf("Close error %v, want the write error", err)
+	if err := l.Flush(); err == nil || !strings.HasPrefix(err.Error(), "audit: ") {
+		t.Errorf("Flush error %v, want the write error", err)
 	}
-	if w, f := testCounter(m.AuditWritten), testCounter(m.AuditFailed); w != 0 || f != 3 {
-		t.Errorf("written %v failed %v, want 0 and 3", w, f)
+	if lines := readLines(t, good); len(lines) != 3 {
+		t.Errorf("good sink has %d records, want 3", len(lines))
+	}
+	err = l.Close()
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), ro.Name()) {
+		t.Errorf("Close error %v, want ErrTimeout naming the failing file", err)
+	}
+	if f, d := testCounter(m.AuditFailed), testCounter(m.AuditDropped); f < 1 || d != 3 {
+		t.Errorf("write errors %v dropped %v, want ≥1 and 3", f, d)
+	}
+	if l.Available() {
+		t.Error("Available with a sink that never wrote (closed mode)")
 	}
 }
 
@@ -210,9 +246,9 @@ func TestLoggerEncodeFailureCounted(t *testing.T) {
 	}
 }
 
-// TestLoggerBackpressure writes into a pipe nobody reads at first: once the
-// pipe and both buffers are full, Write must block, not drop, and every
-// record must arrive in order once the reader drains the pipe.
+// TestLoggerBackpressure writes into a pipe nobody reads at first: Write
+// must neither block nor drop while the records fit in the buffer, and
+// every record must arrive in order once the reader drains the pipe.
 func TestLoggerBackpressure(t *testing.T) {
 	pr, pw, err := os.Pipe()
 	if err != nil {

@@ -29,6 +29,8 @@ type Metrics struct {
 	Policies       prometheus.Gauge
 	AuditWritten   prometheus.Counter
 	AuditFailed    prometheus.Counter
+	AuditDropped   prometheus.Counter     // records lost: a sink's buffer was full, or Close gave up
+	AuditAvailable prometheus.Gauge       // 1 while every audit sink takes records
 	UpstreamErrors *prometheus.CounterVec // DNS upstream errors, kind: timeout, network, servfail
 }
 
@@ -73,7 +75,13 @@ func New() *Metrics {
 			Name: "egressd_audit_records_total", Help: "Audit records written.",
 		}),
 		AuditFailed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "egressd_audit_write_errors_total", Help: "Audit records that could not be written to a sink.",
+			Name: "egressd_audit_write_errors_total", Help: "Failed writes to an audit sink (the records stay buffered and are retried) and records that could not be encoded.",
+		}),
+		AuditDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "egressd_audit_dropped_total", Help: "Audit records lost: a sink's buffer (--audit-buffer) was full, or the final flush gave up.",
+		}),
+		AuditAvailable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "egressd_audit_available", Help: "1 while every audit sink takes records; 0 while one fails, hangs or lags (with --audit-failure closed new requests are refused).",
 		}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "egressd_dns_upstream_errors_total", Help: "Failed upstream DNS exchanges by kind.",
@@ -87,7 +95,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.Requests, m.DNSQueries, m.DialSeconds, m.DNSSeconds,
 		m.ActiveTunnels, m.BytesRelayed, m.CacheHits, m.CacheMisses, m.CacheSize, m.Reloads,
 		m.ReloadErrors, m.PolicyStale, m.Identities, m.Policies, m.AuditWritten, m.AuditFailed,
-		m.UpstreamErrors} {
+		m.AuditDropped, m.AuditAvailable, m.UpstreamErrors} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/metrics"
@@ -43,6 +43,11 @@ type runOptions struct {
 	mode          string
 	metricsAddr   string
 	auditFile     string
+	auditMaxSize  int
+	auditBackups  int
+	auditInterim  time.Duration
+	auditBuffer   int
+	auditFailure  string
 	drainTimeout  time.Duration
 	reloadEvery   time.Duration
 	logLevel      string
@@ -71,7 +76,12 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.Var(&o.privateCIDRs, "private-cidr", "the cluster's pod and service CIDRs (repeatable): private for the guard, and the only ranges whose reverse (PTR) names go to --cluster-dns")
 	fs.StringVar(&o.mode, "mode", string(policy.ModeEnforce), "enforce, or audit: allow what enforce would deny and record would_deny")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "/metrics, /healthz and /readyz address; empty disables")
-	fs.StringVar(&o.auditFile, "audit-file", "", "also append audit records to this file")
+	fs.StringVar(&o.auditFile, "audit-file", "", "also append audit records to this file; reopened on SIGHUP (logrotate: create, postrotate kill -HUP)")
+	fs.IntVar(&o.auditMaxSize, "audit-file-max-size", 0, "rotate --audit-file at this size in MiB, keeping renamed backups (0: no size rotation)")
+	fs.IntVar(&o.auditBackups, "audit-file-max-backups", 0, "rotated --audit-file backups to keep (0: all)")
+	fs.DurationVar(&o.auditInterim, "audit-interim", time.Minute, "write an interim record for a tunnel or exchange still open after this, and again every interval (0: never)")
+	fs.IntVar(&o.auditBuffer, "audit-buffer", audit.DefaultBufferLimit, "bytes of audit records each sink (stdout, --audit-file) may hold while its writes fail or lag (min 1 MiB)")
+	fs.StringVar(&o.auditFailure, "audit-failure", string(audit.FailClosed), "when audit records cannot be written: closed (refuse new requests, 503 audit-unavailable) or open (serve; drop and count what does not fit in --audit-buffer)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long open tunnels may drain before they are cut")
 	fs.DurationVar(&o.reloadEvery, "reload-interval", time.Second, "how often policy and pods files are checked for changes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (operational log on stderr)")
@@ -119,6 +129,21 @@ func (o *runOptions) validate() error {
 		if _, _, err := splitListen(a.v, 0); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", a.flag, err))
 		}
+	}
+	if _, err := audit.ParseFailure(o.auditFailure); err != nil {
+		errs = append(errs, fmt.Errorf("--audit-failure %q: want closed or open", o.auditFailure))
+	}
+	if o.auditInterim < 0 {
+		errs = append(errs, errors.New("--audit-interim must not be negative"))
+	}
+	if o.auditBuffer < 1<<20 {
+		errs = append(errs, fmt.Errorf("--audit-buffer %d: want at least 1 MiB (1048576)", o.auditBuffer))
+	}
+	if o.auditMaxSize < 0 || o.auditBackups < 0 {
+		errs = append(errs, errors.New("--audit-file-max-size and --audit-file-max-backups must not be negative"))
+	}
+	if o.auditFile == "" && (o.auditMaxSize > 0 || o.auditBackups > 0) {
+		errs = append(errs, errors.New("--audit-file-max-size and --audit-file-max-backups need --audit-file"))
 	}
 	if o.drainTimeout < 0 {
 		errs = append(errs, errors.New("--drain-timeout must not be negative"))
@@ -174,19 +199,6 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
-// auditWriters opens the audit sinks: stdout and, if given, the file.
-func auditWriters(stdout io.Writer, file string) ([]io.Writer, io.Closer, error) {
-	ws := []io.Writer{stdout}
-	if file == "" {
-		return ws, io.NopCloser(nil), nil
-	}
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--audit-file: %w", err)
-	}
-	return append(ws, f), f, nil
 }
 
 // watchPolicies loads the policy files now and on every change; a bad change

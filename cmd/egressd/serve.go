@@ -162,18 +162,18 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	st := &state{log: log, metrics: m, pods: identity.NewStore()}
-	writers, auditCloser, err := auditWriters(stdout, o.auditFile)
+	writers, auditCloser, err := auditWriters(stdout, o)
 	if err != nil {
 		return err
 	}
 	defer auditCloser.Close()
 	// Kubernetes Events on denied pods (--kube, --event-interval): the
-	// logger hands every record to st.recordEvent, a func(*audit.Record).
-	// WIRING NOTE (issue 9): add `OnRecord: st.recordEvent` here once
-	// audit.Config has its OnRecord hook (audit branch); until then the
-	// emitter that startKube starts receives no records.
-	auditLog := audit.New(audit.Config{Writers: writers, Metrics: m})
+	// logger hands every record to st.recordEvent.
+	acfg := auditConfig(o, writers, m, log)
+	acfg.OnRecord = st.recordEvent
+	auditLog := audit.New(acfg)
 	defer auditLog.Close() // runs before auditCloser: the file is still open
+	defer reopenOnHangup(auditLog, log)()
 
 	var ls listeners
 	defer ls.close()
