@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-
 // Warning is one lint finding of Lint.
 type Warning struct {
 	Origin  string
