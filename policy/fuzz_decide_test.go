@@ -80,7 +80,8 @@ func bruteDecide(rules []fuzzRule, selects func(pol int) bool, host string, port
 // FuzzDecide checks the label index against a brute-force scan: for
 // random patterns (generated from a small alphabet, plus one raw pattern)
 // and hosts, Decide's reason, policy and rule are those of the first rule,
-// in order of precedence, whose pattern matches by Pattern.Match.
+// in order of precedence, whose pattern matches by Pattern.Match; and
+// Explain names that rule.
 func FuzzDecide(f *testing.F) {
 	f.Add([]byte{0, 4, 0xff, 1, 5, 0xff, 0, 0, 1}, []byte{0, 0, 1}, "", "", uint8(0))
 	f.Add([]byte{0, 5, 0xff, 0, 4, 1, 0xff, 2, 3}, []byte{0, 2, 1}, "**.b.example.com", "", uint8(3))
@@ -175,7 +176,9 @@ func FuzzDecide(f *testing.F) {
 			return true
 		}
 		reason, pol, index := bruteDecide(ordered, selects, host, port, c.Initialized)
-		d := s.Decide(DecideArgs{Client: c, Host: host, Port: port})
+		args := DecideArgs{Client: c, Host: host, Port: port}
+		d := s.Decide(args)
+		checkExplainAgrees(t, s, args)
 		wantPolicy := ""
 		if pol >= 0 {
 			wantPolicy = "ns/" + docs[pol].Policy.Name
