@@ -23,6 +23,7 @@ Usage:
   egressd run     [flags]   serve the proxy, the resolver and the metrics
   egressd check   --policy PATH [--pods FILE]   validate and lint policies
   egressd netpol  --namespace NS [flags]        print (or --apply, --check) NetworkPolicies
+  egressd explain (--pod NS/NAME | --ip IP) --host H --port P [flags]   why run allows or denies a request
   egressd version
 
 Every flag also reads EGRESSD_<NAME> from the environment
@@ -48,6 +49,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return checkMain(args[1:], stdout, stderr)
 	case "netpol":
 		return netpolMain(ctx, args[1:], stdout, stderr)
+	case "explain":
+		return explainMain(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version", "-v":
 		fmt.Fprintf(stdout, "egressd %s\n", version)
 		return 0
