@@ -13,8 +13,14 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/k8stest"
+	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/watch"
 )
@@ -296,4 +302,120 @@ func TestExplainUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExplainKube: --kube reads the same policies and pods from a real API
+// server and explains every case exactly as from the files; an
+// EgressPolicy that fails validation is named and not in force, and
+// explain writes nothing (no status condition appears).
+func TestExplainKube(t *testing.T) {
+	env := k8stest.Start(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	res := env.Dynamic.Resource(kube.EgressPolicyResource).Namespace(ns)
+
+	data, err := os.ReadFile(explainPolicies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := policy.Parse(explainPolicies, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := docs[0].Policy // a copy; its rules are replaced
+	invalid := &inv
+	invalid.Name = "e-invalid"
+	invalid.Spec.Egress = []policy.EgressRule{{Hosts: []string{"*.com"}, Ports: []int32{443}}}
+	for _, p := range append([]*policy.EgressPolicy{invalid}, policiesOf(docs)...) {
+		p.Namespace = ns
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		unstructured.RemoveNestedField(u.Object, "status")
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		if _, err := res.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+	}
+	pods, err := readPods([]string{explainPods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		status := p.Status
+		p.Namespace, p.ResourceVersion = ns, ""
+		p.Spec.Containers = []corev1.Container{{Name: "c", Image: "example.invalid/app:1"}}
+		created, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status = status
+		if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig := env.Kubeconfig(t)
+
+	for _, tc := range explainCases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--kube", "--kubeconfig", kubeconfig, "--namespace", ns}
+			for _, a := range tc.args {
+				args = append(args, strings.ReplaceAll(a, "shop/", ns+"/"))
+			}
+			code, out, errOut := runExplain(t, args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %s\n%s", code, tc.code, errOut, out)
+			}
+			want, err := os.ReadFile(filepath.Join("testdata", "explain", tc.name+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The same text, in the test's namespace, with the invalid
+			// object named.
+			wantText := strings.ReplaceAll(string(want), "shop/", ns+"/")
+			wantText = strings.ReplaceAll(wantText, "in namespace shop\n", "in namespace "+ns+"\n")
+			got := out
+			if tc.code != 2 {
+				line := "invalid     policy: EgressPolicy " + ns + "/e-invalid: spec.egress[0].hosts[0]"
+				i := strings.Index(got, line)
+				if i < 0 {
+					t.Fatalf("no line %q:\n%s", line, got)
+				}
+				end := i + strings.IndexByte(got[i:], '\n') + 1
+				got = got[:i] + got[end:]
+			}
+			if got != wantText {
+				t.Fatalf("--kube output differs from the files':\n--- got\n%s--- want\n%s", got, wantText)
+			}
+		})
+	}
+
+	t.Run("pod outside the namespace", func(t *testing.T) {
+		code, out, _ := runExplain(t, "--kube", "--kubeconfig", kubeconfig, "--namespace", ns,
+			"--pod", "elsewhere/web-0", "--host", "api.example.com", "--port", "443")
+		if code != 1 || !strings.Contains(out, "is not in namespace "+ns) || !strings.Contains(out, "reason unknown-client") {
+			t.Fatalf("exit %d\n%s", code, out)
+		}
+	})
+	t.Run("explain writes no status", func(t *testing.T) {
+		l, err := res.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range l.Items {
+			if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "status"); found {
+				t.Fatalf("%s has a status: explain must not write", u.GetName())
+			}
+		}
+	})
+}
+
+func policiesOf(docs []policy.Document) []*policy.EgressPolicy {
+	out := make([]*policy.EgressPolicy, 0, len(docs))
+	for i := range docs {
+		out = append(out, &docs[i].Policy)
+	}
+	return out
 }
