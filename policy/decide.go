@@ -138,8 +138,9 @@ func AllowedBecause(r Reason) Decision {
 //
 // Modes: the never class, metadata, unknown-client and invalid-host are
 // denied in every mode. Any other denial is allowed with WouldDeny when
-// the client's mode is audit: a policy in audit mode selects it (the
-// decision names the first such policy), or none selects it and a.Mode is
+// the client's mode is audit: a selecting policy is in audit mode (its
+// spec.mode says so, or it has none and a.Mode is audit; the decision
+// names the first such policy), or none selects the client and a.Mode is
 // audit. An allowed decision carries the client's mode for later checks.
 func (s *Snapshot) Decide(a DecideArgs) Decision {
 	if a.Client == nil {
