@@ -76,9 +76,15 @@ func (d Decision) Allowed() bool { return d.Verdict == Allow }
 // refused with reason r (the guard's address class, sni-mismatch, ech,
 // host-mismatch): a denial that keeps d's policy and rule, softened to an
 // allow with WouldDeny when d's mode is audit and r is not Never(). A
-// decision that is already a denial stays as it is.
+// decision that is already a denial stays as it is, and so does one that
+// audit mode softened unless r is Never(): enforce mode would have stopped
+// at the first refusal, so a would_deny record names that one (the reason
+// the same request gets in enforce mode).
 func (d Decision) Deny(r Reason) Decision {
-	if d.Verdict == Deny && !d.WouldDeny {
+	switch {
+	case d.Verdict == Deny:
+		return d
+	case d.WouldDeny && !r.Never():
 		return d
 	}
 	d.Verdict, d.Reason, d.WouldDeny = Deny, r, false
@@ -109,7 +115,7 @@ func Denied(r Reason) Decision {
 	return Decision{Verdict: Deny, Reason: r, Rule: -1, Mode: ModeEnforce}
 }
 
-// Allowed returns an allow with reason r and no deciding rule, for DNS
+// AllowedBecause returns an allow with reason r and no deciding rule, for DNS
 // names egressd routes without a rule (the cluster domain).
 func AllowedBecause(r Reason) Decision {
 	return Decision{Verdict: Allow, Reason: r, Rule: -1, Mode: ModeEnforce}
@@ -120,12 +126,22 @@ func AllowedBecause(r Reason) Decision {
 //
 // In order: no client → unknown-client; a metadata name → metadata; an IP
 // literal → the guard's never class first, then allowed only inside the
-// cidrs of a rule of a selecting policy (port-not-allowed when only the
-// port differs, ip-literal otherwise); a name not in NormalizeHost form →
-// invalid-host; a name → allowed when a rule of a selecting policy matches
-// host and port, port-not-allowed when rules match the host only,
-// not-allowlisted otherwise. When several rules allow, the first policy by
-// namespace/name and then the first rule of it decides.
+// cidrs of an address rule (cidrs, no hosts) of a selecting policy; a
+// name not in NormalizeHost form → invalid-host; a name → allowed when a
+// rule of a selecting policy matches host and port. A phase-init rule
+// allows only while the client is not Initialized. Otherwise the denial
+// says init-only when an init rule would have allowed, port-not-allowed
+// when rules match the host (or the address) on other ports only, and
+// not-allowlisted (ip-literal for an address) when none does. When several
+// rules allow, the first policy by namespace/name and then the first rule
+// of it decides.
+//
+// Modes: the never class, metadata, unknown-client and invalid-host are
+// denied in every mode. Any other denial is allowed with WouldDeny when
+// the client's mode is audit: a selecting policy is in audit mode (its
+// spec.mode says so, or it has none and a.Mode is audit; the decision
+// names the first such policy), or none selects the client and a.Mode is
+// audit. An allowed decision carries the client's mode for later checks.
 func (s *Snapshot) Decide(a DecideArgs) Decision {
 	if a.Client == nil {
 		return Denied(ReasonUnknownClient)
@@ -137,7 +153,9 @@ func (s *Snapshot) Decide(a DecideArgs) Decision {
 		return s.decideIP(a)
 	}
 	if !isNormalName(a.Host) {
-		return s.deny(a, ReasonInvalidHost)
+		// Not softened in audit mode: there is no name to allow, and the
+		// callers refuse a host NormalizeHost rejects in every mode too.
+		return Denied(ReasonInvalidHost)
 	}
 	if s == nil || a.Port < 0 || a.Port > 65535 {
 		return s.deny(a, ReasonNotAllowlisted)

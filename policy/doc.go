@@ -1,9 +1,12 @@
 // Package policy owns what egressd allows: the EgressPolicy document
-// (parse.go, validate.go), host names and host patterns (host.go,
-// pattern.go), the compiled snapshot and its label index (compile.go,
-// index.go), the one Decision per request (decide.go, reason.go), the
-// address guard (guard.go, addrclass.go), lint findings for `egressd check`
-// (lint.go) and NetworkPolicy generation (netpol*.go).
+// (parse.go, validate.go, and yaml.go, the one multi-document YAML reader
+// of the module), host names and host patterns (host.go, pattern.go), the
+// compiled snapshot and its label index (compile.go, index.go), the one
+// Decision per request (decide.go, reason.go) and its explanation for
+// `egressd explain` (explain.go), the address guard (guard.go,
+// addrclass.go), lint findings for `egressd check` (lint.go,
+// lint_hosts.go, private_suffixes.go generated from the Public Suffix
+// List) and NetworkPolicy generation (netpol*.go).
 //
 // The package is pure: data in, decisions out. It does no I/O, keeps no
 // global state, logs nothing, and must not import client-go, net/http, any
@@ -19,8 +22,10 @@
 // Names are normalized once on entry (NormalizeHost): lower case, one
 // trailing dot removed, IDNA (UTS #46 lookup mapping, non-transitional) to
 // punycode; labels of a-z, 0-9, '-' and '_' (for "_srv._tcp" names), 1–63
-// octets, no leading or trailing '-'; at most 253 octets; the last label not
-// all digits. Patterns (ParsePattern):
+// octets, no leading or trailing '-'; at most 253 octets. A host whose last
+// label is a number (decimal, or 0x hex) is an IPv4 address to inet_aton and
+// browsers ("0xa9fea9fe", "169.254.43518", "0251.0376.0251.0376"): it is
+// returned in dotted form, never as a name. Patterns (ParsePattern):
 //
 //	a.example.com        exactly that name
 //	*.example.com        exactly one label, then example.com
@@ -31,8 +36,9 @@
 // labels ("a*.b.com"), a wildcard as the last label, IP literals (rules
 // reach addresses through cidrs), and a wildcard whose fixed part on the
 // right is an ICANN public suffix or inside one ("*.com", "**.co.uk",
-// "www.*.com"). Wildcards over private suffixes ("*.s3.amazonaws.com") load
-// with a Lint warning.
+// "www.*.com"). Wildcards that span tenants of a private suffix, at their
+// fixed part ("*.s3.amazonaws.com") or below it ("**.amazonaws.com"), and
+// patterns naming container registries load with a Lint warning.
 //
 // # Decisions
 //
@@ -44,10 +50,18 @@
 // test per policy among them), not on the number of rules; it does not
 // allocate. When
 // several rules allow, the first by policy namespace/name, then rule index,
-// decides. Every outcome carries one Reason of reason.go: allowed,
-// not-allowlisted, port-not-allowed, unknown-client, invalid-host,
-// ip-literal, and the guard's metadata, link-local, reserved-address, self
-// and private-address; Reason.Never marks those audit mode cannot soften.
+// decides. A rule with cidrs and no hosts (an address rule) is the only
+// kind that opens IP-literal destinations; cidrs beside hosts only widen
+// where those names may resolve. A rule with phase: init allows only while
+// the pod is not Initialized (init-only afterwards). spec.mode audit (or
+// the instance's audit mode) turns a selected pod's denials into allows
+// with WouldDeny, except the never class, metadata, unknown-client and
+// invalid-host. Every outcome carries one Reason of reason.go: allowed,
+// not-allowlisted, port-not-allowed, init-only, unknown-client,
+// invalid-host, ip-literal, and the guard's metadata, link-local,
+// reserved-address, self and private-address; Reason.Never marks those
+// audit mode cannot soften. Later stages never edit a Decision: Deny,
+// Because, Denied and Guard.Check/CheckAll return new ones.
 //
 // # Guard
 //

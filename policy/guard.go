@@ -118,6 +118,87 @@ func (g *Guard) Check(d Decision, ap netip.AddrPort) Decision {
 	return d.Deny(reason)
 }
 
+// CheckAll puts every candidate address of a request decided by d through
+// Check and returns the decision for the request and the addresses that
+// may be dialled, in order (unzoned, IPv4-mapped as plain IPv4, with
+// port). With none permitted, the decision is the first refusal, or the
+// first refusal of the never class when there is one (the one that audit
+// mode cannot soften). With some permitted, it is d, or the first softened
+// refusal when audit mode let a refused address through (the record says
+// would_deny). With no addrs it returns d and none: the request failed to
+// resolve, an outcome of the caller's, not a decision.
+func (g *Guard) CheckAll(d Decision, addrs []netip.Addr, port uint16) (Decision, []netip.AddrPort) {
+	permitted := make([]netip.AddrPort, 0, len(addrs))
+	var refused, soft Decision
+	for _, a := range addrs {
+		ap := netip.AddrPortFrom(plain(a), port)
+		c := g.Check(d, ap)
+		if !c.Allowed() {
+			if refused.Reason == "" || c.Reason.Never() && !refused.Reason.Never() {
+				refused = c
+			}
+			continue
+		}
+		if c.WouldDeny && soft.Reason == "" {
+			soft = c
+		}
+		permitted = append(permitted, ap)
+	}
+	switch {
+	case len(addrs) == 0:
+		return d, nil
+	case len(permitted) == 0:
+		return refused, nil
+	case soft.Reason != "" && !d.WouldDeny:
+		return soft, permitted
+	}
+	return d, permitted
+}
+
+// AddrCheck is the guard's answer for one candidate address, for `egressd
+// explain`.
+type AddrCheck struct {
+	Addr  netip.Addr `json:"addr"`
+	Class Class      `json:"class"`
+	// Reason is why the guard refuses the address (metadata, link-local,
+	// private-address, self...), empty when it does not. Permitted: the
+	// request may dial it, Softened when only audit mode lets it through.
+	// For a denied decision nothing is dialled: Reason is the class's
+	// alone.
+	Reason    Reason `json:"reason,omitempty"`
+	Permitted bool   `json:"permitted"`
+	Softened  bool   `json:"softened,omitempty"`
+}
+
+// Explain returns the guard's answer for each address, and the decision
+// CheckAll makes of them all.
+func (g *Guard) Explain(d Decision, addrs []netip.Addr, port uint16) ([]AddrCheck, Decision) {
+	out := make([]AddrCheck, 0, len(addrs))
+	for _, a := range addrs {
+		ap := netip.AddrPortFrom(plain(a), port)
+		class, classReason := Classify(ap.Addr())
+		ac := AddrCheck{Addr: ap.Addr(), Class: class}
+		if !d.Allowed() {
+			if class != ClassPublic {
+				ac.Reason = classReason
+			}
+			out = append(out, ac)
+			continue
+		}
+		ok, reason := g.Permit(d, ap)
+		ac.Permitted = g.Check(d, ap).Allowed()
+		if !ok {
+			ac.Reason, ac.Softened = reason, ac.Permitted
+		}
+		out = append(out, ac)
+	}
+	final, _ := g.CheckAll(d, addrs, port)
+	return out, final
+}
+
+// MarshalText writes the class name, so that JSON shows "private".
+func (c Class) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
 // inCIDRs reports whether a rule's cidrs hold a, or the IPv4 address a
 // embeds (a NAT64 address reaches that IPv4 peer).
 func inCIDRs(cidrs []netip.Prefix, a netip.Addr) bool {

@@ -3,6 +3,8 @@ package policy
 import (
 	"net/netip"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestClassify(t *testing.T) {
@@ -196,10 +198,17 @@ func TestPermitAuditDecision(t *testing.T) {
 	if ok, r := g.Permit(d, netip.MustParseAddrPort("10.0.0.1:443")); ok || r != ReasonPrivate {
 		t.Fatalf("private: %v %s", ok, r)
 	}
-	// Check softens the private refusal in audit mode (the record says
-	// would_deny, private-address) but never the never class.
-	if c := g.Check(d, netip.MustParseAddrPort("10.0.0.1:443")); !c.Allowed() || !c.WouldDeny || c.Reason != ReasonPrivate {
+	// Check keeps a would_deny decision's reason (what enforce mode says
+	// of the request) for a private address, but denies the never class.
+	if c := g.Check(d, netip.MustParseAddrPort("10.0.0.1:443")); !c.Allowed() || !c.WouldDeny || c.Reason != ReasonNotAllowlisted {
 		t.Fatalf("Check private in audit: %+v", c)
+	}
+	// An allowed decision in audit mode: the private refusal is softened
+	// and recorded as private-address.
+	allowed := mustCompile(t, withMode(doc("ns", "p", metav1.LabelSelector{}, nil, rule([]int32{443}, "a.example.com")), ModeAudit)).
+		Decide(DecideArgs{Client: &Client{Namespace: "ns"}, Host: "a.example.com", Port: 443})
+	if c := g.Check(allowed, netip.MustParseAddrPort("10.0.0.1:443")); !c.Allowed() || !c.WouldDeny || c.Reason != ReasonPrivate || c.Policy != "ns/p" {
+		t.Fatalf("Check private of an allowed audit decision: %+v", c)
 	}
 	if c := g.Check(d, netip.MustParseAddrPort("169.254.169.254:80")); c.Allowed() || c.Reason != ReasonMetadata {
 		t.Fatalf("Check metadata in audit: %+v", c)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,20 +18,31 @@ type Warning struct {
 // String returns "origin: message".
 func (w Warning) String() string { return w.Origin + ": " + w.Message }
 
-// Lint returns warnings for valid documents: patterns under a private public
-// suffix, duplicate and shadowed rules, and (when pods is not nil) policies
-// that select none of the given clients. Invalid parts of a document are
+// Lint returns warnings for valid documents: patterns that span tenants of
+// a private public suffix, container registries, wide address rules,
+// duplicate and shadowed rules, and (when pods is not nil) policies that
+// select none of the given clients. Invalid parts of a document are
 // skipped: Validate reports them. Warnings come in document order.
 //
 // Findings:
-//   - a wildcard over a privately registered public suffix
-//     ("*.s3.amazonaws.com", "**.blob.core.windows.net", "*.github.io"):
-//     anyone can own a name there, so the rule is an exfiltration path;
+//   - a wildcard that spans tenants of a privately registered public
+//     suffix, at the pattern's fixed part ("*.s3.amazonaws.com",
+//     "*.github.io") or below it ("**.amazonaws.com" covers every bucket of
+//     s3.amazonaws.com, "**.windows.net" every account of
+//     blob.core.windows.net): anyone can own a name there, so the rule is
+//     an exfiltration path;
+//   - a host pattern that matches a container registry or the hosts its
+//     image layers come from (registryHosts): image pulls are the
+//     kubelet's traffic on the node, not the pod's, and a pod that can
+//     reach a registry can push to it;
+//   - an address rule (cidrs, no hosts) wider than an IPv4 /16 or an IPv6
+//     /48: every address of it is reachable by IP literal, with no name;
 //   - a rule whose hosts, ports and cidrs another rule of the same policy
 //     already allows (duplicate, or shadowed by a broader rule): it adds
 //     nothing, and its purpose and owner never reach an audit record;
 //   - a host pattern another pattern of the same rule covers;
-//   - a cidr that opens every address of its family (0.0.0.0/0, ::/0);
+//   - a cidr beside hosts that opens every address of its family
+//     (0.0.0.0/0, ::/0);
 //   - a policy that selects none of pods.
 func Lint(docs []Document, pods []*Client) []Warning {
 	var out []Warning
@@ -70,9 +80,17 @@ func (l *linter) policy(p *EgressPolicy, pods []*Client) {
 				continue
 			}
 			rules[i].hosts = append(rules[i].hosts, pat)
-			if ps, ok := privateSuffix(pat); ok {
-				l.warn("%s.hosts[%d] %q: under the privately registered public suffix %q: any tenant of that service can own a matching host, a data exfiltration path; name the exact hosts",
-					field, j, h, ps)
+			if ps, more := coveredPrivateSuffixes(pat); ps != "" {
+				also := ""
+				if more > 0 {
+					also = fmt.Sprintf(" (and %d more)", more)
+				}
+				l.warn("%s.hosts[%d] %q: covers tenants of the privately registered public suffix %q%s: any tenant of that service can own a matching host, a data exfiltration path; name the exact hosts",
+					field, j, h, ps, also)
+			}
+			if reg, ok := registryOf(pat); ok {
+				l.warn("%s.hosts[%d] %q: matches the container registry host %q: image pulls are the kubelet's traffic on the node, not the pod's, so a pod rarely needs it; and a pod that can reach a registry can push to it, a data exfiltration path",
+					field, j, h, reg)
 			}
 		}
 		for j, a := range rules[i].hosts {
@@ -90,7 +108,11 @@ func (l *linter) policy(p *EgressPolicy, pods []*Client) {
 				continue
 			}
 			rules[i].cidrs = append(rules[i].cidrs, pfx)
-			if pfx.Bits() == 0 {
+			switch {
+			case len(r.Hosts) == 0 && wideAddressRule(pfx):
+				l.warn("%s.cidrs[%d] %q: a wide address rule (2^%d addresses): each is reachable by IP literal on ports %v, with no name to check; name the hosts, or narrow the range to the servers",
+					field, j, c, pfx.Addr().BitLen()-pfx.Bits(), r.Ports)
+			case len(r.Hosts) > 0 && pfx.Bits() == 0:
 				l.warn("%s.cidrs[%d] %q: opens every private address of its family to the rule's hosts", field, j, c)
 			}
 		}
@@ -114,21 +136,6 @@ func (l *linter) policy(p *EgressPolicy, pods []*Client) {
 	if pods != nil && !selectsAny(p, pods) {
 		l.warn("selects none of the %d given pods", len(pods))
 	}
-}
-
-// privateSuffix reports whether a wildcard pattern spans a privately
-// registered public suffix (ICANN suffixes are refused by ParsePattern).
-func privateSuffix(p Pattern) (string, bool) {
-	wild := -1
-	for i, l := range p.labels {
-		if l == "*" || l == "**" {
-			wild = i
-		}
-	}
-	if wild < 0 || wild == len(p.labels)-1 {
-		return "", false
-	}
-	return suffixAt(strings.Join(p.labels[wild+1:], "."), false)
 }
 
 // covers reports whether r allows everything q allows. A rule without

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,7 +23,7 @@ func TestLint(t *testing.T) {
 			rule([]int32{443}, "**.blob.example.net"),
 		), nil, nil},
 		{"s3 private suffix", doc("ns", "p", app, nil, rule([]int32{443}, "*.s3.amazonaws.com")), nil,
-			[]string{`spec.egress[0].hosts[0] "*.s3.amazonaws.com": under the privately registered public suffix "s3.amazonaws.com": any tenant`}},
+			[]string{`spec.egress[0].hosts[0] "*.s3.amazonaws.com": covers tenants of the privately registered public suffix "s3.amazonaws.com": any tenant`}},
 		{"azure blob private suffix", doc("ns", "p", app, nil, rule([]int32{443}, "ok.example.com", "**.blob.core.windows.net")), nil,
 			[]string{`hosts[1] "**.blob.core.windows.net"`}},
 		{"github.io", doc("ns", "p", app, nil, rule([]int32{443}, "*.github.io")), nil, []string{`"github.io"`}},
@@ -30,6 +32,47 @@ func TestLint(t *testing.T) {
 		{"exact under private suffix is fine", doc("ns", "p", app, nil, rule([]int32{443}, "mybucket.s3.amazonaws.com")), nil, nil},
 		{"registrable under private suffix is fine", doc("ns", "p", app, nil, rule([]int32{443}, "*.mybucket.s3.amazonaws.com")), nil, nil},
 		{"unlisted tld is fine", doc("ns", "p", app, nil, rule([]int32{443}, "*.corp.internal")), nil, nil},
+		// Private suffixes below the pattern's fixed part (issue 10).
+		{"globstar over amazonaws.com", doc("ns", "p", app, nil, rule([]int32{443}, "**.amazonaws.com")), nil,
+			[]string{`"**.amazonaws.com": covers tenants of the privately registered public suffix "s3.amazonaws.com" (and `,
+				`matches the container registry host "*.dkr.ecr.*.amazonaws.com"`}},
+		{"globstar over windows.net", doc("ns", "p", app, nil, rule([]int32{443}, "**.windows.net")), nil,
+			[]string{`"**.windows.net": covers tenants of the privately registered public suffix "servicebus.windows.net" (and 3 more)`}},
+		{"globstar over core.windows.net", doc("ns", "p", app, nil, rule([]int32{443}, "**.core.windows.net")), nil,
+			[]string{`"**.core.windows.net": covers tenants of the privately registered public suffix "web.core.windows.net" (and 2 more)`}},
+		{"star in the middle spans buckets", doc("ns", "p", app, nil, rule([]int32{443}, "assets.*.amazonaws.com")), nil,
+			[]string{`"assets.*.amazonaws.com": covers tenants of the privately registered public suffix "s3.amazonaws.com" (and `}},
+		{"star over amazonaws.com names the suffixes, no tenant", doc("ns", "p", app, nil, rule([]int32{443}, "*.amazonaws.com")), nil, nil},
+		{"wildcard inside one tenant is fine", doc("ns", "p", app, nil, rule([]int32{443}, "**.mybucket.s3.amazonaws.com")), nil, nil},
+		{"wildcard under a registrable domain without private suffixes", doc("ns", "p", app, nil, rule([]int32{443}, "**.example.com")), nil, nil},
+		// Container registries (issue 10).
+		{"docker hub", doc("ns", "p", app, nil, rule([]int32{443}, "registry-1.docker.io", "auth.docker.io")), nil,
+			[]string{`hosts[0] "registry-1.docker.io": matches the container registry host "*.docker.io": image pulls are the kubelet's traffic`,
+				`hosts[1] "auth.docker.io": matches the container registry host "*.docker.io"`}},
+		{"docker hub blobs", doc("ns", "p", app, nil, rule([]int32{443}, "production.cloudflare.docker.com")), nil,
+			[]string{`"production.cloudflare.docker.com"`}},
+		{"ghcr and its blobs", doc("ns", "p", app, nil, rule([]int32{443}, "ghcr.io", "pkg-containers.githubusercontent.com")), nil,
+			[]string{`"ghcr.io"`, `"pkg-containers.githubusercontent.com"`}},
+		{"artifact registry", doc("ns", "p", app, nil, rule([]int32{443}, "us-docker.pkg.dev")), nil, []string{`"*.pkg.dev"`}},
+		{"gcr", doc("ns", "p", app, nil, rule([]int32{443}, "gcr.io", "eu.gcr.io")), nil, []string{`"gcr.io"`, `"*.gcr.io"`}},
+		{"ecr", doc("ns", "p", app, nil, rule([]int32{443}, "123456789012.dkr.ecr.eu-west-1.amazonaws.com")), nil,
+			[]string{`"*.dkr.ecr.*.amazonaws.com"`}},
+		{"acr", doc("ns", "p", app, nil, rule([]int32{443}, "corp.azurecr.io")), nil, []string{`"*.azurecr.io"`}},
+		{"mcr and its data hosts", doc("ns", "p", app, nil, rule([]int32{443}, "mcr.microsoft.com", "westeurope.data.mcr.microsoft.com")), nil,
+			[]string{`"mcr.microsoft.com"`, `"*.data.mcr.microsoft.com"`}},
+		{"quay cdn", doc("ns", "p", app, nil, rule([]int32{443}, "quay.io", "cdn02.quay.io")), nil,
+			[]string{`"quay.io"`, `"cdn02.quay.io"`}},
+		{"wildcard over a registry", doc("ns", "p", app, nil, rule([]int32{443}, "*.quay.io")), nil, []string{`"cdn.quay.io"`}},
+		{"not a registry", doc("ns", "p", app, nil, rule([]int32{443}, "api.github.com", "docs.docker.com", "quay.example.com")), nil, nil},
+		// Wide address rules (issue 10).
+		{"address rule /8", doc("ns", "p", app, nil, withCIDR(EgressRule{Ports: []int32{443}}, "10.0.0.0/8")), nil,
+			[]string{`cidrs[0] "10.0.0.0/8": a wide address rule (2^24 addresses): each is reachable by IP literal on ports [443]`}},
+		{"address rule everything", doc("ns", "p", app, nil, withCIDR(EgressRule{Ports: []int32{443}}, "0.0.0.0/0", "::/0")), nil,
+			[]string{`cidrs[0] "0.0.0.0/0": a wide address rule (2^32 addresses)`, `cidrs[1] "::/0": a wide address rule (2^128 addresses)`}},
+		{"address rule ipv6 /32", doc("ns", "p", app, nil, withCIDR(EgressRule{Ports: []int32{443}}, "2001:db8::/32")), nil,
+			[]string{`"2001:db8::/32": a wide address rule`}},
+		{"address rules /16 and /48 are fine", doc("ns", "p", app, nil, withCIDR(EgressRule{Ports: []int32{443}}, "10.40.0.0/16", "fd00:1::/48")), nil, nil},
+		{"cidrs beside hosts are not address rules", doc("ns", "p", app, nil, withCIDR(rule([]int32{443}, "a.example.com"), "10.0.0.0/8")), nil, nil},
 		{"duplicate rule", doc("ns", "p", app, nil,
 			rule([]int32{443}, "a.example.com"),
 			rule([]int32{443}, "a.example.com"),
@@ -77,5 +120,115 @@ func TestLint(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSpansTenants(t *testing.T) {
+	tests := []struct {
+		pattern, suffix string
+		want            bool
+	}{
+		{"*.s3.amazonaws.com", "s3.amazonaws.com", true},
+		{"**.s3.amazonaws.com", "s3.amazonaws.com", true},
+		{"**.amazonaws.com", "s3.amazonaws.com", true},
+		{"**.amazonaws.com", "compute.amazonaws.com", true},
+		{"x.*.amazonaws.com", "s3.amazonaws.com", true},
+		{"*.*.amazonaws.com", "s3.amazonaws.com", true},
+		{"*.amazonaws.com", "s3.amazonaws.com", false},
+		{"*.mybucket.s3.amazonaws.com", "s3.amazonaws.com", false},
+		{"a.*.mybucket.s3.amazonaws.com", "s3.amazonaws.com", false},
+		{"**.s3.amazonaws.com", "blob.core.windows.net", false},
+		{"*.example.com", "s3.amazonaws.com", false},
+		{"**.windows.net", "blob.core.windows.net", true},
+		{"*.windows.net", "blob.core.windows.net", false},
+		{"*.*.windows.net", "blob.core.windows.net", false},
+		{"*.*.*.windows.net", "blob.core.windows.net", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pattern+" "+tt.suffix, func(t *testing.T) {
+			p, err := ParsePattern(tt.pattern)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := spansTenants(p.labels, tt.suffix); got != tt.want {
+				t.Fatalf("spansTenants = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPatternsIntersect(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"ghcr.io", "ghcr.io", true},
+		{"ghcr.io", "gcr.io", false},
+		{"*.gcr.io", "eu.gcr.io", true},
+		{"*.gcr.io", "gcr.io", false},
+		{"**.docker.io", "*.docker.io", true},
+		{"**.docker.io", "docker.io", false},
+		{"**.io", "docker.io", true},
+		{"*.dkr.ecr.*.amazonaws.com", "1.dkr.ecr.us-east-1.amazonaws.com", true},
+		{"*.dkr.ecr.*.amazonaws.com", "*.amazonaws.com", false},
+		{"*.dkr.ecr.*.amazonaws.com", "**.amazonaws.com", true},
+		{"*.dkr.ecr.*.amazonaws.com", "x.dkr.ecr.*.amazonaws.com.cn", false},
+		{"**.a.example.com", "**.b.example.com", false},
+		{"**.example.com", "**.b.example.com", true},
+		{"a.*.example.com", "*.b.example.com", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.a+" "+tt.b, func(t *testing.T) {
+			a, b := strings.Split(tt.a, "."), strings.Split(tt.b, ".")
+			if got := patternsIntersect(a, b); got != tt.want {
+				t.Fatalf("patternsIntersect = %v, want %v", got, tt.want)
+			}
+			if got := patternsIntersect(b, a); got != tt.want {
+				t.Fatalf("patternsIntersect reversed = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRegistryHostsParse: every registry entry is a pattern ParsePattern
+// accepts, so that it means what a rule with that host would.
+func TestRegistryHostsParse(t *testing.T) {
+	for _, r := range registryHosts {
+		p, err := ParsePattern(r)
+		if err != nil || p.String() != r {
+			t.Errorf("%q: %v (%q)", r, err, p)
+		}
+	}
+}
+
+// TestPrivateSuffixesCurrent holds private_suffixes.go to the linked
+// golang.org/x/net: the version in go.mod, and every entry still a
+// private rule of its publicsuffix.
+func TestPrivateSuffixesCurrent(t *testing.T) {
+	gomod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "golang.org/x/net" {
+			want = f[1]
+		}
+	}
+	if want != pslVersion {
+		t.Fatalf("private_suffixes.go is from golang.org/x/net %s, go.mod has %q: run go generate ./policy/", pslVersion, want)
+	}
+	if len(privateSuffixes) < 100 {
+		t.Fatalf("%d private suffixes", len(privateSuffixes))
+	}
+	for _, r := range privateSuffixes {
+		if !isPrivateRule(r) {
+			t.Errorf("%q is not a private rule of the linked publicsuffix", r)
+		}
+	}
+	for _, r := range []string{"s3.amazonaws.com", "*.compute.amazonaws.com", "blob.core.windows.net"} {
+		if _, ok := slices.BinarySearch(privateSuffixes[:], r); !ok {
+			t.Errorf("%q missing", r)
+		}
 	}
 }

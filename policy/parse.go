@@ -1,14 +1,12 @@
 package policy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
 	kjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 )
 
 // Kinds of a document that holds other documents: the generic Kubernetes
@@ -32,21 +30,14 @@ func Parse(origin string, data []byte) ([]Document, error) {
 	var (
 		docs []Document
 		errs []error
-		n    int
 	)
-	for _, c := range splitDocuments(data) {
-		j, err := yaml.YAMLToJSONStrict(c.data)
-		if err != nil {
-			n++
-			errs = append(errs, fmt.Errorf("%w: %s: document %d (from line %d): %w", ErrParse, origin, n, c.line, err))
+	for _, c := range YAMLDocuments(data) {
+		if c.Err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s: document %d (from line %d): %w", ErrParse, origin, c.N, c.Line, c.Err))
 			continue
 		}
-		if isNull(j) {
-			continue
-		}
-		n++
-		where := fmt.Sprintf("%s: document %d", origin, n)
-		got, err := decodeDocument(where, c.line, j)
+		where := fmt.Sprintf("%s: document %d", origin, c.N)
+		got, err := decodeDocument(where, c.Line, c.JSON)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -128,55 +119,4 @@ func strictDecode(j []byte, v any) error {
 		return err
 	}
 	return errors.Join(strict...)
-}
-
-func isNull(j []byte) bool {
-	j = bytes.TrimSpace(j)
-	return len(j) == 0 || string(j) == "null"
-}
-
-// chunk is one YAML document of a stream and its first line (1-based).
-type chunk struct {
-	data []byte
-	line int
-}
-
-// splitDocuments cuts a YAML stream at document markers: a line that is
-// "---" (optionally followed by a space and more, such as a comment) or
-// "..." (YAML 1.2 §9.1, document end). A marker at column 0 ends a
-// document even inside a block scalar, as the YAML spec has it.
-func splitDocuments(data []byte) []chunk {
-	var (
-		out   []chunk
-		start int
-		first = 1
-		line  = 1
-	)
-	for pos := 0; pos < len(data); {
-		end := bytes.IndexByte(data[pos:], '\n')
-		next := len(data)
-		if end >= 0 {
-			next = pos + end + 1
-		}
-		l := bytes.TrimRight(data[pos:next], "\r\n")
-		if isMarker(l) {
-			out = append(out, chunk{data: data[start:pos], line: first})
-			// Whatever follows "---" on its line belongs to the next
-			// document ("--- {kind: ...}" is valid YAML); after "..."
-			// only a comment may follow, which parses as nothing.
-			start, first = pos+3, line
-		}
-		pos = next
-		line++
-	}
-	return append(out, chunk{data: data[start:], line: first})
-}
-
-func isMarker(l []byte) bool {
-	for _, m := range [...]string{"---", "..."} {
-		if bytes.HasPrefix(l, []byte(m)) && (len(l) == 3 || l[3] == ' ' || l[3] == '\t') {
-			return true
-		}
-	}
-	return false
 }

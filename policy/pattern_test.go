@@ -71,6 +71,10 @@ func TestParsePatternReject(t *testing.T) {
 		{"invalid punycode", "*.xn--zz.example", "invalid"},
 		{"not utf8", "*.\xff.example", "UTF-8"},
 		{"numeric tld", "*.example.42", "numeric"},
+		{"hex tld", "*.example.0x2a", "numeric"},
+		{"hex address", "0xa9fea9fe", "numeric"},
+		{"short address", "169.254.43518", "numeric"},
+		{"octal address", "0251.0376.0251.0376", "numeric"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

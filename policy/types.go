@@ -41,7 +41,7 @@ type EgressPolicySpec struct {
 
 // EgressRule allows a set of host patterns on a set of ports.
 type EgressRule struct {
-	Hosts []string `json:"hosts"`
+	Hosts []string `json:"hosts,omitempty"`
 	Ports []int32  `json:"ports"`
 	// CIDRs lets the rule reach non-public addresses and IP-literal
 	// destinations inside them.

@@ -32,6 +32,18 @@ spec:
   - hosts: ["*.s3.amazonaws.com"]
     ports: [443]
 `)
+	wide := filepath.Join(dir, "wide.yaml")
+	writeFile(t, wide, `apiVersion: egressd.dev/v1alpha1
+kind: EgressPolicy
+metadata: {name: wide, namespace: llm-prod}
+spec:
+  podSelector: {}
+  egress:
+  - hosts: ["**.amazonaws.com", "ghcr.io"]
+    ports: [443]
+  - cidrs: [10.0.0.0/8]
+    ports: [5432]
+`)
 	cases := []struct {
 		name     string
 		args     []string
@@ -46,6 +58,12 @@ spec:
 			[]string{"broken.yaml", "spec.egress[0].hosts[0]", `"*.com"`, "spec.egress[1].ports[0]", "70000"}, nil},
 		{"lint warnings", []string{"--policy", lint, "--pods", "../../examples/pods.yaml"}, 0,
 			[]string{"warning:", "s3.amazonaws.com", "selects none of"}, nil, nil},
+		{"issue 10 lint: tenants below the pattern, registries, wide address rules", []string{"--policy", wide}, 0,
+			[]string{`"**.amazonaws.com": covers tenants of the privately registered public suffix "s3.amazonaws.com" (and `,
+				`"**.amazonaws.com": matches the container registry host "*.dkr.ecr.*.amazonaws.com"`,
+				`"ghcr.io": matches the container registry host "ghcr.io": image pulls are the kubelet's traffic`,
+				`spec.egress[1].cidrs[0] "10.0.0.0/8": a wide address rule (2^24 addresses)`,
+				"ok: 1 policies, 2 rules, 4 warnings"}, nil, nil},
 		{"missing --policy", nil, 2, nil, []string{"--policy is required"}, nil},
 		{"missing file", []string{"--policy", filepath.Join(dir, "nope.yaml")}, 1, nil, []string{"nope.yaml"}, nil},
 	}

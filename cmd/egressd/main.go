@@ -24,6 +24,7 @@ Usage:
   egressd check   --policy PATH [--pods FILE]   validate and lint policies
   egressd netpol  --namespace NS [flags]        print (or --apply, --check) NetworkPolicies
   egressd probe   [-f probes.yaml] --proxy URL [--dns ADDR] [--direct ADDR]   check a running egressd
+  egressd explain (--pod NS/NAME | --ip IP) --host H --port P [flags]   why run allows or denies a request
   egressd version
 
 Every flag also reads EGRESSD_<NAME> from the environment
@@ -51,6 +52,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return netpolMain(ctx, args[1:], stdout, stderr)
 	case "probe":
 		return probeMain(ctx, args[1:], stdout, stderr)
+	case "explain":
+		return explainMain(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version", "-v":
 		fmt.Fprintf(stdout, "egressd %s\n", version)
 		return 0
