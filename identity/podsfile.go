@@ -1,16 +1,14 @@
 package identity
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/egressd/egressd/policy"
 )
 
 // ErrPodsFile marks an unreadable pods file; the previous index stays.
@@ -21,45 +19,39 @@ var ErrPodsFile = errors.New("identity: invalid pods file")
 // names the source in errors. Unknown fields are rejected, so a typo does not
 // silently drop a pod's IP or labels.
 func ParsePods(origin string, data []byte) ([]*corev1.Pod, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	// One multi-document reader for policies and pods (policy.YAMLDocuments).
 	var pods []*corev1.Pod
-	for doc := 1; ; doc++ {
-		raw, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return pods, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: document %d: %v", ErrPodsFile, origin, doc, err)
-		}
-		if len(bytes.TrimSpace(raw)) == 0 || isOnlyComments(raw) {
-			continue
+	for _, d := range policy.YAMLDocuments(data) {
+		if d.Err != nil {
+			return nil, fmt.Errorf("%w: %s: document %d (line %d): %v", ErrPodsFile, origin, d.N, d.Line, d.Err)
 		}
 		var head struct {
 			Kind  string            `json:"kind"`
 			Items []json.RawMessage `json:"items"`
 		}
-		if err := yaml.Unmarshal(raw, &head); err != nil {
-			return nil, fmt.Errorf("%w: %s: document %d: %v", ErrPodsFile, origin, doc, err)
+		if err := json.Unmarshal(d.JSON, &head); err != nil {
+			return nil, fmt.Errorf("%w: %s: document %d: %v", ErrPodsFile, origin, d.N, err)
 		}
 		switch head.Kind {
 		case "Pod":
-			p, err := decodePod(raw)
+			p, err := decodePod(d.JSON)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s: document %d: %v", ErrPodsFile, origin, doc, err)
+				return nil, fmt.Errorf("%w: %s: document %d: %v", ErrPodsFile, origin, d.N, err)
 			}
 			pods = append(pods, p)
 		case "List", "PodList":
 			for i, item := range head.Items {
 				p, err := decodePod(item)
 				if err != nil {
-					return nil, fmt.Errorf("%w: %s: document %d: items[%d]: %v", ErrPodsFile, origin, doc, i, err)
+					return nil, fmt.Errorf("%w: %s: document %d: items[%d]: %v", ErrPodsFile, origin, d.N, i, err)
 				}
 				pods = append(pods, p)
 			}
 		default:
-			return nil, fmt.Errorf("%w: %s: document %d: kind %q, want Pod, PodList or List", ErrPodsFile, origin, doc, head.Kind)
+			return nil, fmt.Errorf("%w: %s: document %d: kind %q, want Pod, PodList or List", ErrPodsFile, origin, d.N, head.Kind)
 		}
 	}
+	return pods, nil
 }
 
 func decodePod(raw []byte) (*corev1.Pod, error) {
@@ -79,12 +71,3 @@ func decodePod(raw []byte) (*corev1.Pod, error) {
 	return &p, nil
 }
 
-func isOnlyComments(b []byte) bool {
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		t := bytes.TrimSpace(line)
-		if len(t) > 0 && t[0] != '#' {
-			return false
-		}
-	}
-	return true
-}
