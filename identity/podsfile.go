@@ -70,4 +70,3 @@ func decodePod(raw []byte) (*corev1.Pod, error) {
 	}
 	return &p, nil
 }
-
