@@ -17,9 +17,8 @@ import (
 // connectEstablished is the answer to an admitted CONNECT (RFC 9110 §9.3.6).
 var connectEstablished = []byte("HTTP/1.1 200 Connection established\r\n\r\n")
 
-// serveConnect decides and dials a CONNECT, answers 200 and runs the tunnel
-// in the calling goroutine until it ends; a refusal is answered and the
-// connection closed. hijacked is true when the tunnel took the connection
+// serveConnect decides and dials a CONNECT, answers 200 and starts the
+// tunnel; a refusal is answered and the connection closed. hijacked is true when the tunnel took the connection
 // (and its limit slot) over; the connection's reader has then gone back to
 // its pool already.
 func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijacked bool) {
@@ -86,7 +85,9 @@ func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijac
 		t.guard(func() {})
 		return false, true
 	}
-	t.start(pre, nil, ex.host, true)
+	// Both directions in new goroutines: this one's stack grew through
+	// the head, the lookup and the dial, and an idle tunnel would keep it.
+	t.start(pre, nil, ex.host, false)
 	return false, true
 }
 

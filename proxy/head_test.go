@@ -175,3 +175,39 @@ func FuzzReadHead(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReadHead compares the head reader with net/http's request
+// parser on the heads the proxy listener reads most: a CONNECT (curl's)
+// and an absolute-form GET. STYLE.md: hand-written only with the
+// benchmark that justifies it (its strictness and the record of refused
+// heads are the other reasons; see head.go).
+func BenchmarkReadHead(b *testing.B) {
+	heads := []struct{ name, head string }{
+		{"connect", "CONNECT models.example.com:443 HTTP/1.1\r\nHost: models.example.com:443\r\nUser-Agent: curl/8.5.0\r\nProxy-Connection: Keep-Alive\r\n\r\n"},
+		{"get", "GET http://models.example.com/w.bin HTTP/1.1\r\nHost: models.example.com\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nProxy-Connection: Keep-Alive\r\n\r\n"},
+	}
+	for _, h := range heads {
+		r := strings.NewReader(h.head)
+		br := bufio.NewReaderSize(r, 4096)
+		b.Run(h.name+"/stdlib", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Reset(h.head)
+				br.Reset(r)
+				if _, err := http.ReadRequest(br); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(h.name+"/own", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Reset(h.head)
+				br.Reset(r)
+				if _, he := readHead(br, 32<<10); he != nil {
+					b.Fatal(he)
+				}
+			}
+		})
+	}
+}
