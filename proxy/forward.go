@@ -20,7 +20,8 @@ import (
 )
 
 // forwarder relays plain HTTP requests (absolute-form on the proxy
-// listener, Host-based on the transparent listener).
+// listener, Host-based on the Host listener) through httputil.ReverseProxy,
+// writing to the connection's responseWriter (response.go).
 //
 // Upstream connections are not kept alive: a pooled connection was dialled
 // for an earlier request's decision (its rule's cidrs, its guard check), and
