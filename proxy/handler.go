@@ -164,6 +164,11 @@ func (p *Proxy) serveRequest(hc *httpConn, head *requestHead) (keep, readerFree 
 		// from the cut.
 		ex.outcome = audit.OutcomeDrained
 		ex.rec.Error = ErrCut.Error()
+	case v == http.ErrAbortHandler:
+		// ReverseProxy's way to say the response could not be completed.
+		if ex.rec.Error == "" {
+			ex.rec.Error = "aborted while copying the response"
+		}
 	case v != nil:
 		p.log.Error("proxy: panic in handler", "panic", v, "kind", ex.rec.Kind)
 		ex.rec.Error = fmt.Sprintf("internal error: %v", v)
