@@ -42,7 +42,8 @@ func TestConnectCurlAllowedWithRecord(t *testing.T) {
 		ok   bool
 	}{
 		{"kind", r.Kind == audit.KindConnect},
-		{"client", r.Client == audit.Client{IP: podIP, Namespace: "llm-prod", Pod: "llm-0", ServiceAccount: "llm-server"}},
+		{"client", r.Client.IP == podIP && r.Client.Namespace == "llm-prod" && r.Client.Pod == "llm-0" && r.Client.ServiceAccount == "llm-server"},
+		{"workload", r.Client.Workload != nil && *r.Client.Workload == audit.Workload{Kind: "Pod", Name: "llm-0"}},
 		{"host", r.Host == "models.test" && r.Port == e.tlsPort},
 		{"verdict", r.Verdict == "allow" && !r.WouldDeny && r.Reason == "allowed"},
 		{"policy", r.Policy == "llm-prod/llm-bootstrap" && r.Rule != nil && *r.Rule == 0},

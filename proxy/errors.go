@@ -16,7 +16,14 @@ var (
 	ErrIdle = errors.New("proxy: idle timeout")
 	// ErrCut is the error of a tunnel cut at the drain deadline.
 	ErrCut = errors.New("proxy: cut at drain deadline")
+	// ErrUpstream wraps a failure of the upstream after the connection was
+	// made (an origin that closes or resets before its answer).
+	ErrUpstream = errors.New("proxy: upstream failed")
 )
+
+// errAuditUnavailable is the error of a request refused while records
+// cannot be written.
+var errAuditUnavailable = errors.New("proxy: audit records cannot be written")
 
 // Errors of the TLS hello parsers.
 var (

@@ -124,6 +124,12 @@ type envOpt struct {
 	discardAudit bool
 	// log receives the proxy's own log (not audit records); nil discards.
 	log io.Writer
+	// httpPath, auditAvailable, interim and responseHeaderTimeout set the
+	// Config fields.
+	httpPath              HTTPPath
+	auditAvailable        func() bool
+	interim               Interim
+	responseHeaderTimeout time.Duration
 }
 
 func newEnv(t testing.TB, o envOpt) *env {
@@ -190,6 +196,11 @@ func newEnv(t testing.TB, o envOpt) *env {
 		Logger:            slog.New(slog.NewTextHandler(logW, nil)),
 		Mode:              o.mode,
 		IdleTimeout:       o.idle,
+
+		AuditHTTPPath:         o.httpPath,
+		AuditAvailable:        o.auditAvailable,
+		Interim:               o.interim,
+		ResponseHeaderTimeout: o.responseHeaderTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/proxy"
 	"github.com/egressd/egressd/watch"
 )
 
@@ -57,6 +58,7 @@ type runOptions struct {
 	// dnsTimeout, dnsStaleFor and responseTimeout: zero means the
 	// package default (resolver.Config, proxy.Config).
 	dnsTimeout, dnsStaleFor, responseTimeout time.Duration
+	auditHTTPPath                            string
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -90,6 +92,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.responseTimeout, "response-timeout", 0, "how long a plain HTTP request waits for the origin's response header before 504 (0: 5m)")
 	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy listeners (0: 1024; negative: no limit)")
 	fs.DurationVar(&o.eventInterval, "event-interval", kube.DefaultEventInterval, "with --kube: at most one Kubernetes Event (EgressDenied) on a denied pod per host and reason in this interval; 0 disables Events")
+	fs.StringVar(&o.auditHTTPPath, "audit-http-path", string(proxy.HTTPPathNone), "none, or full: record plain HTTP request paths (without query) in audit records; paths can hold tokens")
 }
 
 // validate checks the flags with errors a person can act on.
@@ -150,6 +153,11 @@ func (o *runOptions) validate() error {
 	}
 	if o.eventInterval < 0 {
 		errs = append(errs, errors.New("--event-interval must not be negative (0 disables Events)"))
+	}
+	switch proxy.HTTPPath(o.auditHTTPPath) {
+	case proxy.HTTPPathNone, proxy.HTTPPathFull:
+	default:
+		errs = append(errs, fmt.Errorf("--audit-http-path %q: want none or full", o.auditHTTPPath))
 	}
 	return errors.Join(errs...)
 }

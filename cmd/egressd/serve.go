@@ -224,6 +224,8 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
 		Metrics: m, Logger: log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
 		ResponseHeaderTimeout: o.responseTimeout,
+		AuditHTTPPath:         proxy.HTTPPath(o.auditHTTPPath),
+		AuditAvailable:        auditLog.Available, Interim: auditLog,
 	})
 	if err != nil {
 		return err
