@@ -7,10 +7,10 @@ import "time"
 type Report struct {
 	// Period spans the counted requests: the earliest start, the latest
 	// time.
-	Period  Period   `json:"period"`
-	Filters Filters  `json:"filters"`
-	Input   Stats    `json:"input"`
-	Summary Summary  `json:"summary"`
+	Period  Period  `json:"period"`
+	Filters Filters `json:"filters"`
+	Input   Stats   `json:"input"`
+	Summary Summary `json:"summary"`
 	// Workloads in order of namespace, kind and name.
 	Workloads []*WorkloadReport `json:"workloads"`
 	// UnknownClients are source addresses no pod held (unknown-client),
