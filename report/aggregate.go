@@ -94,6 +94,12 @@ type Aggregator struct {
 	denials  tally
 	wouldDen tally
 	outcomes tally
+	ruleIDs  map[ruleKey]string
+}
+
+type ruleKey struct {
+	policy string
+	rule   int
 }
 
 type wkey struct{ ns, kind, name string }
@@ -133,6 +139,7 @@ func NewAggregator(cfg Config, stats *Stats) *Aggregator {
 		stats:   stats,
 		works:   map[wkey]*workAgg{},
 		unknown: map[string]*unknownAgg{},
+		ruleIDs: map[ruleKey]string{},
 	}
 	a.merger = NewMerger(stats, a.count)
 	return a
@@ -222,10 +229,19 @@ func (a *Aggregator) count(r *Record) {
 			wa.dests[dk] = d
 		}
 	}
-	d.add(r, class, n, a.cfg.MaxSet)
+	rule := ""
+	if r.Policy != "" && r.Rule >= 0 {
+		// One string per rule, not per record.
+		k := ruleKey{r.Policy, r.Rule}
+		if rule = a.ruleIDs[k]; rule == "" {
+			rule = ruleID(r.Policy, r.Rule)
+			a.ruleIDs[k] = rule
+		}
+	}
+	d.add(r, class, n, rule, a.cfg.MaxSet)
 }
 
-func (d *destAgg) add(r *Record, class string, n int64, maxSet int) {
+func (d *destAgg) add(r *Record, class string, n int64, rule string, maxSet int) {
 	addCounts(&d.out.Counts, class, n)
 	widen(&d.out.FirstSeen, &d.out.LastSeen, r.Start, r.Time)
 	d.out.BytesSent += r.BytesSent
@@ -237,9 +253,7 @@ func (d *destAgg) add(r *Record, class string, n int64, maxSet int) {
 	if r.TLSResult != "" {
 		d.tls.add(r.TLSResult, n)
 	}
-	if r.Policy != "" && r.Rule >= 0 {
-		d.rules.add(ruleID(r.Policy, r.Rule), maxSet)
-	}
+	d.rules.add(rule, maxSet)
 	if r.Peer != "" {
 		d.peers.add(peerIP(r.Peer), maxSet)
 	}
@@ -524,7 +538,7 @@ func Build(cfg Config, inputs []Input) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rd := NewReader()
+	rd := NewReader(0)
 	agg := NewAggregator(cfg, &rd.Stats)
 	for _, in := range inputs {
 		if err := rd.Read(in, agg.Add); err != nil {

@@ -17,7 +17,7 @@ const tableWidth = 100
 func renderTable(out io.Writer, rep *Report) error {
 	w := bufio.NewWriter(out)
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	p("egressd report: %s", inputLine(rep))
+	wrap(w, "egressd report: ", strings.SplitAfter(inputLine(rep), ", "), "")
 	p("period: %s .. %s", fmtTime(rep.Period.From), fmtTime(rep.Period.To))
 	p("%s; %s, %s", countsLine(rep.Summary.Counts), plural(int64(rep.Summary.Workloads), "workload"),
 		plural(int64(len(rep.UnknownClients)), "unknown client"))
@@ -47,8 +47,8 @@ func renderTable(out io.Writer, rep *Report) error {
 			if n.Port != 0 {
 				dest = hostPort(n.Host, n.Port)
 			}
-			p("  %-38s %-26s %-10s %6d  last %s", trunc(n.Namespace+" "+n.Workload.String(), 38),
-				trunc(dest, 26), n.Reason, n.Count, fmtTime(n.LastSeen))
+			p("  %-30s %-24s %-10s %6d %s", trunc(n.Namespace+" "+n.Workload.String(), 30),
+				truncLeft(dest, 24), n.Reason, n.Count, fmtTime(n.LastSeen))
 		}
 	}
 
@@ -152,7 +152,7 @@ func wrap(w io.Writer, prefix string, items []string, sep string) {
 	line := prefix + trunc(items[0], room-len(prefix))
 	for _, it := range items[1:] {
 		if len(line)+len(sep)+len(it) > room {
-			fmt.Fprintln(w, line+tail)
+			fmt.Fprintln(w, strings.TrimRight(line+tail, " "))
 			line = indent + trunc(it, room-len(indent))
 			continue
 		}
