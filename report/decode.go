@@ -63,7 +63,9 @@ func (d *decoder) decode(line []byte, r *Record) error {
 		return fmt.Errorf("%w: data after the object", errSyntax)
 	}
 	r.Answers = d.answers
-	if r.Start.IsZero() {
+	// A record without start (first release), or whose start the logger
+	// defaulted to its time, started duration_ms before it was written.
+	if r.Start.IsZero() || (r.Start.Equal(r.Time) && r.DurationMS > 0) {
 		r.Start = r.Time.Add(-time.Duration(r.DurationMS * float64(time.Millisecond)))
 	}
 	if r.Event == "" {

@@ -7,7 +7,8 @@ import "time"
 // their zero value; Rule is -1 when the record names no rule. Records of
 // the first release lack start, event, outcome, client.uid,
 // client.workload and probe: Start then falls back to Time minus
-// DurationMS, Event to "end".
+// DurationMS (as it does when the logger defaulted start to time), Event
+// to "end".
 //
 // Strings are interned by the decoder and stay valid; ID aliases the input
 // line and is valid only until the next line is read (it is hashed, never
