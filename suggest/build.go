@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -362,6 +363,12 @@ func (res *Result) check() error {
 	parsed, err := policy.Parse("suggested", buf.Bytes())
 	if err != nil || len(parsed) != len(docs) {
 		return fmt.Errorf("%w: the YAML does not parse back (%d of %d documents): %v", ErrSelfCheck, len(parsed), len(docs), err)
+	}
+	for i := range parsed {
+		got, want := &parsed[i].Policy, &docs[i].Policy
+		if got.Name != want.Name || got.Namespace != want.Namespace || !reflect.DeepEqual(got.Spec, want.Spec) {
+			return fmt.Errorf("%w: %s/%s reads back differently from its YAML", ErrSelfCheck, want.Namespace, want.Name)
+		}
 	}
 	snap, err := policy.Compile(parsed)
 	if err != nil {

@@ -372,3 +372,33 @@ func TestLabelsFromWorkloadWhenPodIsGone(t *testing.T) {
 		t.Errorf("labels %v", got)
 	}
 }
+
+// FuzzSuggest: whatever names a workload asked for (the records hold what
+// clients sent), suggest either leaves them out or writes policies that
+// pass their own check; it never fails that check nor panics.
+func FuzzSuggest(f *testing.F) {
+	f.Add("eu1.blob.example.net", "us1.blob.example.net", "ap1.blob.example.net", 443)
+	f.Add("a.s3.amazonaws.com", "b.github.io", "xn--nxasmq6b.example", 8443)
+	f.Add("_srv._tcp.example.com", "x.y.co.uk", "metadata.google.internal", 1)
+	f.Add("a\"b.example", "a\nb.example", "*.example.com", 65535)
+	f.Fuzz(func(t *testing.T, h1, h2, h3 string, port int) {
+		if port < 1 || port > 65535 {
+			return
+		}
+		var recs []*audit.Record
+		for i, h := range []string{h1, h2, h3} {
+			recs = append(recs, rec(i*1000, h, port, "allow", "not-allowlisted"))
+		}
+		res, err := Build(Config{}, writeRecords(t, recs...))
+		if err != nil {
+			t.Fatalf("hosts %q %q %q: %v", h1, h2, h3, err)
+		}
+		var out bytes.Buffer
+		if err := res.WriteYAML(&out); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := policy.Parse("fuzz", out.Bytes()); err != nil {
+			t.Fatalf("output does not parse: %v\n%s", err, out.String())
+		}
+	})
+}
