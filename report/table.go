@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // tableWidth is the widest line the table format writes.
@@ -19,8 +20,8 @@ func renderTable(out io.Writer, rep *Report) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	wrap(w, "egressd report: ", strings.SplitAfter(inputLine(rep), ", "), "")
 	p("period: %s .. %s", fmtTime(rep.Period.From), fmtTime(rep.Period.To))
-	p("%s; %s, %s", countsLine(rep.Summary.Counts), plural(int64(rep.Summary.Workloads), "workload"),
-		plural(int64(len(rep.UnknownClients)), "unknown client"))
+	wrap(w, "", []string{countsLine(rep.Summary.Counts), plural(int64(rep.Summary.Workloads), "workload"),
+		plural(int64(len(rep.UnknownClients)), "unknown client")}, "; ")
 
 	s := &rep.Summary
 	section := func(title string, m map[string]int64) {
@@ -30,7 +31,7 @@ func renderTable(out io.Writer, rep *Report) error {
 		p("")
 		p("%s", title)
 		for _, k := range sortedKeys(m) {
-			p("  %-40s %8d", trunc(k, 40), m[k])
+			p("  %-40s %8s", trunc(k, 40), trunc(itoa(m[k]), 20))
 		}
 	}
 	section("DENIALS BY REASON", s.DenialsByReason)
@@ -47,8 +48,8 @@ func renderTable(out io.Writer, rep *Report) error {
 			if n.Port != 0 {
 				dest = hostPort(n.Host, n.Port)
 			}
-			p("  %-30s %-24s %-10s %6d %s", trunc(n.Namespace+" "+n.Workload.String(), 30),
-				truncLeft(dest, 24), n.Reason, n.Count, fmtTime(n.LastSeen))
+			p("  %-30s %-24s %-10s %6s %s", trunc(n.Namespace+" "+n.Workload.String(), 30),
+				truncLeft(dest, 24), trunc(n.Reason, 10), trunc(itoa(n.Count), 6), fmtTime(n.LastSeen))
 		}
 	}
 
@@ -56,7 +57,7 @@ func renderTable(out io.Writer, rep *Report) error {
 		p("")
 		p("UNKNOWN CLIENTS (no pod held the source address)")
 		for _, u := range rep.UnknownClients {
-			p("  %-39s %8s  %s .. %s", trunc(u.IP, 39), itoa(u.Requests), fmtTime(u.FirstSeen), fmtTime(u.LastSeen))
+			p("  %-39s %8s  %s .. %s", trunc(u.IP, 39), trunc(itoa(u.Requests), 12), fmtTime(u.FirstSeen), fmtTime(u.LastSeen))
 			wrap(w, "    tried: ", listMore(u.Hosts, u.HostsTruncated), ", ")
 		}
 	}
@@ -83,7 +84,7 @@ func renderTable(out io.Writer, rep *Report) error {
 		p("%s", trunc("== "+wl.Namespace+" "+wl.Workload.String(), tableWidth))
 		wrap(w, "   pods: ", listMore(wl.Pods, wl.PodsTruncated), ", ")
 		wrap(w, "   service accounts: ", wl.ServiceAccounts, ", ")
-		p("   %s; sent %s, received %s", countsLine(wl.Counts), fmtBytes(wl.BytesSent), fmtBytes(wl.BytesReceived))
+		wrap(w, "   ", []string{countsLine(wl.Counts), "sent " + fmtBytes(wl.BytesSent) + ", received " + fmtBytes(wl.BytesReceived)}, "; ")
 		p("   first %s, last %s", fmtTime(wl.FirstSeen), fmtTime(wl.LastSeen))
 		p("   %-32s %5s %6s %6s %5s %5s %6s %6s  %s", "HOST", "PORT", "REQS", "ALLOW", "DENY", "WDENY", "SENT", "RECV", "RULE")
 		rows := wl.Destinations
@@ -105,8 +106,8 @@ func renderTable(out io.Writer, rep *Report) error {
 					rule += fmt.Sprintf(" +%d", len(d.Rules)-1)
 				}
 			}
-			p("   %-32s %5s %6d %6d %5d %5d %6s %6s  %s", truncLeft(d.Host, 32), port, d.Requests, d.Allowed,
-				d.Denied, d.WouldDeny, fmtBytes(d.BytesSent), fmtBytes(d.BytesReceived), trunc(rule, 17))
+			p("   %-32s %5s %6s %6s %5s %5s %6s %6s  %s", truncLeft(d.Host, 32), port, num(d.Requests, 6), num(d.Allowed, 6),
+				num(d.Denied, 5), num(d.WouldDeny, 5), fmtBytes(d.BytesSent), fmtBytes(d.BytesReceived), trunc(rule, 17))
 			wrap(w, "     ", detail(d), "; ")
 		}
 	}
@@ -149,9 +150,9 @@ func wrap(w io.Writer, prefix string, items []string, sep string) {
 	tail := strings.TrimRight(sep, " ")
 	room := tableWidth - len(tail)
 	indent := strings.Repeat(" ", len(prefix)-len(strings.TrimLeft(prefix, " "))+2)
-	line := prefix + trunc(items[0], room-len(prefix))
+	line := prefix + trunc(items[0], room-cols(prefix))
 	for _, it := range items[1:] {
-		if len(line)+len(sep)+len(it) > room {
+		if cols(line)+len(sep)+cols(it) > room {
 			fmt.Fprintln(w, strings.TrimRight(line+tail, " "))
 			line = indent + trunc(it, room-len(indent))
 			continue
@@ -161,7 +162,9 @@ func wrap(w io.Writer, prefix string, items []string, sep string) {
 	fmt.Fprintln(w, line)
 }
 
-// trunc shortens s to n columns, marking the cut with "~".
+// trunc shortens s to n columns, marking the cut with "~". Columns are
+// runes: a record's values are ASCII as egressd writes them, but a report
+// must not cut a rune of anything else in half.
 func trunc(s string, n int) string {
 	if n <= 0 {
 		return ""
@@ -169,10 +172,14 @@ func trunc(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
 	if n == 1 {
 		return "~"
 	}
-	return s[:n-1] + "~"
+	return string(r[:n-1]) + "~"
 }
 
 // truncLeft shortens s to n columns from the left ("~ample.com").
@@ -180,8 +187,31 @@ func truncLeft(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return "~" + s[len(s)-n+1:]
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "~" + string(r[len(r)-n+1:])
 }
+
+// num formats a count for a column of width n: a count too wide for it
+// (a million requests in a 6-column cell) in thousands or millions.
+func num(v int64, n int) string {
+	s := itoa(v)
+	for _, u := range []struct {
+		div    int64
+		suffix string
+	}{{1_000, "k"}, {1_000_000, "M"}, {1_000_000_000, "G"}, {1_000_000_000_000, "T"}} {
+		if len(s) <= n {
+			break
+		}
+		s = itoa(v/u.div) + u.suffix
+	}
+	return trunc(s, n)
+}
+
+// cols is the width of s in columns (runes).
+func cols(s string) int { return utf8.RuneCountInString(s) }
 
 func listMore(items []string, more bool) []string {
 	if more {
