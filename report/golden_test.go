@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,4 +113,22 @@ func firstDiff(got, want string) string {
 		}
 	}
 	return ""
+}
+
+// TestEmptyReport: no record at all still renders in every format.
+func TestEmptyReport(t *testing.T) {
+	rep, err := Build(Config{Policies: []policy.Document{}}, []Input{{Name: "-", Open: func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader("")), nil
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range Formats {
+		t.Run(format, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := Render(&out, rep, format); err != nil || out.Len() == 0 {
+				t.Errorf("%v, %d bytes", err, out.Len())
+			}
+		})
+	}
 }

@@ -17,8 +17,8 @@ type graph struct {
 	// HiddenLeft and HiddenRight count the nodes left out beyond the
 	// limits (the ones with the fewest requests).
 	HiddenLeft, HiddenRight int
-	// SVG geometry.
-	Width, Height int
+	// SVG geometry; RightX is where the hosts' column starts.
+	Width, Height, RightX int
 }
 
 type gnode struct {
@@ -163,6 +163,7 @@ func (g *graph) layout() {
 	rows := max(len(g.Left), len(g.Right), 1)
 	g.Width = graphWidth
 	g.Height = graphTop + rows*rowH + 16
+	g.RightX = graphWidth - nodeW - 8
 	place := func(col []*gnode, x int) {
 		span := float64(rows * rowH)
 		step := span / float64(max(len(col), 1))
@@ -172,7 +173,7 @@ func (g *graph) layout() {
 		}
 	}
 	place(g.Left, 8)
-	place(g.Right, graphWidth-nodeW-8)
+	place(g.Right, g.RightX)
 	offset := map[string]int{ClassAllow: 0, ClassDeny: 4, ClassWouldDeny: -4}
 	for _, e := range g.Edges {
 		x1, y1 := e.From.X+nodeW, e.From.Y+nodeH/2+offset[e.Class]
