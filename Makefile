@@ -20,8 +20,9 @@ lint: ## gofmt, go vet, package boundaries
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS
+bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS, report over 1,000,000 records
 	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./proxy/ ./audit/
+	go test -run '^$$' -bench . -benchmem ./report/
 	bash bench/proxy/run.sh
 	bash bench/dns/run.sh
 

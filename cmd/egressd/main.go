@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -25,6 +27,8 @@ Usage:
   egressd netpol  --namespace NS [flags]        print (or --apply, --check) NetworkPolicies
   egressd probe   [-f probes.yaml] --proxy URL [--dns ADDR] [--direct ADDR]   check a running egressd
   egressd explain (--pod NS/NAME | --ip IP) --host H --port P [flags]   why run allows or denies a request
+  egressd report  [flags] [FILE|DIR|-]...       report of audit records (table, json, csv, markdown, dot, html)
+  egressd suggest [flags] [FILE|DIR|-]...       EgressPolicy YAML that would allow what records show
   egressd version
 
 Every flag also reads EGRESSD_<NAME> from the environment
@@ -33,12 +37,21 @@ Every flag also reads EGRESSD_<NAME> from the environment
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := dispatchIO(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return dispatchIO(ctx, args, nil, stdout, stderr)
+}
+
+// dispatchIO runs a command; stdin is where report and suggest read "-"
+// (and no input argument) from.
+func dispatchIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -54,6 +67,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return probeMain(ctx, args[1:], stdout, stderr)
 	case "explain":
 		return explainMain(ctx, args[1:], stdout, stderr)
+	case "report":
+		return reportMain(ctx, args[1:], stdin, stdout, stderr, time.Now())
+	case "suggest":
+		return suggestMain(args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-version", "-v":
 		fmt.Fprintf(stdout, "egressd %s\n", version)
 		return 0

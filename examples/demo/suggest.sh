@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# From audit mode to a working policy, offline: egressd runs in audit mode
+# with a policy that selects nobody, curl downloads through the redirect
+# (allowed, recorded with would_deny), `egressd suggest` writes the policy
+# the records call for, `egressd check` accepts it, and egressd in enforce
+# mode with it lets the same download through. `egressd report` prints the
+# records and writes the HTML map to out/demo-report.html.
+# Ports: EGRESSD_DEMO_PORT_BASE (default 23100) .. +4, as demo.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+base=${EGRESSD_DEMO_PORT_BASE:-23100}
+proxy=127.0.0.1:$base dns=127.0.0.1:$((base+1)) metrics=127.0.0.1:$((base+2))
+origin_dns=127.0.0.1:$((base+3)) origin_https=127.0.0.1:23443
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+[ -x bin/egressd ] || make build
+go build -o "$work/origin" ./examples/demo/origin
+"$work/origin" -dir "$work" -dns "$origin_dns" -https "$origin_https" &
+pids+=($!)
+
+# A policy of the namespace that selects no pod: in audit mode every
+# request of the demo pod is allowed and recorded with would_deny.
+cat >"$work/unrelated.yaml" <<'YAML'
+apiVersion: egressd.dev/v1alpha1
+kind: EgressPolicy
+metadata: {name: someone-else, namespace: demo}
+spec:
+  podSelector: {matchLabels: {app.kubernetes.io/name: someone-else}}
+  egress:
+    - hosts: ["api.demo.test"]
+      ports: [443]
+YAML
+
+# start MODE POLICY...: egressd in the background, ready when this returns.
+start() {
+  local mode=$1; shift
+  local args=()
+  for p in "$@"; do args+=(--policy "$p"); done
+  ./bin/egressd run --mode "$mode" "${args[@]}" --pods examples/demo/pods.yaml \
+    --upstream-dns "$origin_dns" --proxy-addr "$proxy" --dns-addr "$dns" --metrics-addr "$metrics" \
+    --audit-file "$work/audit-$mode.jsonl" >/dev/null 2>"$work/egressd-$mode.log" &
+  egressd_pid=$!
+  pids+=($egressd_pid)
+  for _ in $(seq 100); do
+    if [ -s "$work/ca.pem" ] && curl -fs "http://$metrics/readyz" >/dev/null 2>&1; then return; fi
+    sleep 0.1
+  done
+  echo "egressd did not become ready:"; cat "$work/egressd-$mode.log"; exit 1
+}
+# stop: SIGTERM, so that egressd drains and flushes its audit records.
+stop() { kill -TERM "$egressd_pid"; wait "$egressd_pid" || true; }
+
+export HTTPS_PROXY=http://$proxy
+url="https://models.demo.test:23443/weights.bin"
+
+echo "== 1. audit mode, a policy that selects nobody: the download works, every request would be denied"
+start audit "$work/unrelated.yaml"
+curl -fsSL --cacert "$work/ca.pem" -o "$work/weights.bin" "$url"
+echo "downloaded $(stat -c %s "$work/weights.bin") bytes"
+stop
+
+echo
+echo "== 2. egressd suggest: the policy the records call for (loopback is private: --cidr names it)"
+./bin/egressd suggest --pods examples/demo/pods.yaml --cidr 127.0.0.0/8 "$work/audit-audit.jsonl" | tee "$work/suggested.yaml"
+
+echo
+echo "== 3. egressd check accepts it"
+./bin/egressd check --policy "$work/suggested.yaml" --pods examples/demo/pods.yaml
+
+echo
+echo "== 4. enforce mode with the suggested policy: the same download works"
+start enforce "$work/unrelated.yaml" "$work/suggested.yaml"
+rm -f "$work/weights.bin"
+curl -fsSL --cacert "$work/ca.pem" -o "$work/weights.bin" "$url"
+echo "downloaded $(stat -c %s "$work/weights.bin") bytes"
+if curl -fsSL --cacert "$work/ca.pem" -o /dev/null "https://models.demo.test:23443/leak" 2>/dev/null; then
+  echo "UNEXPECTED: the redirect to exfil.demo.test was allowed"; exit 1
+fi
+echo "the redirect to exfil.demo.test stays denied"
+stop
+
+echo
+echo "== 5. egressd report of both runs (HTML map: out/demo-report.html)"
+mkdir -p out
+./bin/egressd report "$work/audit-audit.jsonl" "$work/audit-enforce.jsonl"
+./bin/egressd report --format html "$work/audit-audit.jsonl" "$work/audit-enforce.jsonl" >out/demo-report.html

@@ -1,0 +1,694 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// decoder turns one JSON line into a Record without reflection: report
+// reads millions of records, and encoding/json spent most of a record's
+// cost in reflection and in allocating every string (BenchmarkDecode
+// compares the two). It reads the members Record needs and skips the rest
+// (unknown members included, so that newer records still read). Keys are
+// matched exactly, as audit writes them.
+//
+// Repeated strings (hosts, pods, reasons) are interned: a record costs no
+// allocation once its strings were seen. The table is bounded; past the
+// bound, strings are allocated and not kept.
+type decoder struct {
+	strs    map[string]string
+	cache   [internCache]string // direct-mapped in front of strs
+	scratch []byte              // unescaped string being built
+	answers []string
+	// full decodes what only suggest needs too (client.uid, purpose,
+	// owner, mode, dns.answers, tls.version, http.status); report skips
+	// them.
+	full bool
+}
+
+// internCache is the size of the direct-mapped cache in front of the
+// intern map: most strings of a record (verdict, reason, kind, namespace,
+// host) hit it, for the cost of one comparison instead of a map lookup.
+const internCache = 1 << 12
+
+// maxInterned bounds the intern table: distinct strings beyond it (peers
+// of a large CDN, a DNS tunnel's random names) are allocated per record.
+const maxInterned = 1 << 17
+
+func newDecoder(full bool) *decoder {
+	return &decoder{strs: make(map[string]string, 1024), full: full}
+}
+
+var (
+	errSyntax = errors.New("invalid JSON")
+	errType   = errors.New("unexpected type")
+)
+
+// decode parses line (one JSON object) into r.
+func (d *decoder) decode(line []byte, r *Record) error {
+	answers := r.Answers[:0]
+	*r = Record{Rule: -1}
+	d.answers = answers
+	i := skipWS(line, 0)
+	end, err := d.object(line, i, func(key []byte, i int) (int, error) { return d.top(line, key, i, r) })
+	if err != nil {
+		return err
+	}
+	if skipWS(line, end) != len(line) {
+		return fmt.Errorf("%w: data after the object", errSyntax)
+	}
+	r.Answers = d.answers
+	// A record without start (first release), or whose start the logger
+	// defaulted to its time, started duration_ms before it was written.
+	if r.Start.IsZero() || (r.Start.Equal(r.Time) && r.DurationMS > 0) {
+		r.Start = r.Time.Add(-time.Duration(r.DurationMS * float64(time.Millisecond)))
+	}
+	if r.Event == "" {
+		r.Event = eventEnd
+	}
+	return nil
+}
+
+// top decodes one member of the record object.
+func (d *decoder) top(b, key []byte, i int, r *Record) (int, error) {
+	var err error
+	switch string(key) {
+	case "time":
+		r.Time, i, err = d.time(b, i)
+	case "start":
+		r.Start, i, err = d.time(b, i)
+	case "event":
+		r.Event, i, err = d.str(b, i)
+	case "id":
+		r.ID, i, err = d.raw(b, i)
+	case "kind":
+		r.Kind, i, err = d.str(b, i)
+	case "client":
+		i, err = d.object(b, i, func(key []byte, i int) (int, error) { return d.client(b, key, i, &r.Client) })
+	case "host":
+		r.Host, i, err = d.str(b, i)
+	case "port":
+		var n int64
+		n, i, err = d.int(b, i)
+		r.Port = int(n)
+	case "verdict":
+		r.Verdict, i, err = d.str(b, i)
+	case "would_deny":
+		r.WouldDeny, i, err = d.bool(b, i)
+	case "reason":
+		r.Reason, i, err = d.str(b, i)
+	case "policy":
+		r.Policy, i, err = d.str(b, i)
+	case "rule":
+		var n int64
+		n, i, err = d.int(b, i)
+		r.Rule = int(n)
+	case "purpose", "owner", "mode", "dns":
+		if !d.full {
+			i, err = skipValue(b, i)
+			break
+		}
+		i, err = d.suggestOnly(b, key, i, r)
+	case "probe":
+		r.Probe, i, err = d.str(b, i)
+	case "peer":
+		r.Peer, i, err = d.str(b, i)
+	case "tls":
+		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
+			var err error
+			switch string(key) {
+			case "result":
+				r.TLSResult, i, err = d.str(b, i)
+			case "version":
+				if !d.full {
+					return skipValue(b, i)
+				}
+				r.TLSVersion, i, err = d.str(b, i)
+			default:
+				i, err = skipValue(b, i)
+			}
+			return i, err
+		})
+	case "http":
+		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
+			var err error
+			switch string(key) {
+			case "status":
+				if !d.full {
+					return skipValue(b, i)
+				}
+				var n int64
+				n, i, err = d.int(b, i)
+				r.HTTPStatus = int(n)
+			case "redirect_host":
+				r.RedirectHost, i, err = d.str(b, i)
+			default:
+				i, err = skipValue(b, i)
+			}
+			return i, err
+		})
+	case "bytes_sent":
+		r.BytesSent, i, err = d.int(b, i)
+	case "bytes_received":
+		r.BytesReceived, i, err = d.int(b, i)
+	case "duration_ms":
+		r.DurationMS, i, err = d.float(b, i)
+	case "outcome":
+		r.Outcome, i, err = d.str(b, i)
+	case "count":
+		r.Count, i, err = d.int(b, i)
+	default:
+		i, err = skipValue(b, i)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return i, nil
+}
+
+// suggestOnly decodes the members only suggest reads.
+func (d *decoder) suggestOnly(b, key []byte, i int, r *Record) (int, error) {
+	var err error
+	switch string(key) {
+	case "purpose":
+		r.Purpose, i, err = d.str(b, i)
+	case "owner":
+		r.Owner, i, err = d.str(b, i)
+	case "mode":
+		r.Mode, i, err = d.str(b, i)
+	case "dns":
+		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
+			if string(key) == "answers" {
+				return d.strings(b, i)
+			}
+			return skipValue(b, i)
+		})
+	}
+	return i, err
+}
+
+func (d *decoder) client(b, key []byte, i int, c *Client) (int, error) {
+	var err error
+	switch string(key) {
+	case "ip":
+		c.IP, i, err = d.str(b, i)
+	case "namespace":
+		c.Namespace, i, err = d.str(b, i)
+	case "pod":
+		c.Pod, i, err = d.str(b, i)
+	case "serviceAccount":
+		c.ServiceAccount, i, err = d.str(b, i)
+	case "uid":
+		if !d.full {
+			return skipValue(b, i)
+		}
+		c.UID, i, err = d.str(b, i)
+	case "workload":
+		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
+			var err error
+			switch string(key) {
+			case "kind":
+				c.Workload.Kind, i, err = d.str(b, i)
+			case "name":
+				c.Workload.Name, i, err = d.str(b, i)
+			default:
+				i, err = skipValue(b, i)
+			}
+			return i, err
+		})
+	default:
+		i, err = skipValue(b, i)
+	}
+	return i, err
+}
+
+// object reads the object at b[i] (or null), calling member for each key
+// with i at the member's value; member returns the index after the value.
+func (d *decoder) object(b []byte, i int, member func(key []byte, i int) (int, error)) (int, error) {
+	i = skipWS(b, i)
+	if isNull(b, i) {
+		return i + 4, nil
+	}
+	if i >= len(b) || b[i] != '{' {
+		return 0, fmt.Errorf("%w: want an object", errType)
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, fmt.Errorf("%w: want a key", errSyntax)
+		}
+		key, next, err := d.rawString(b, i)
+		if err != nil {
+			return 0, err
+		}
+		if key, err = d.ownKey(key); err != nil {
+			return 0, err
+		}
+		i = skipWS(b, next)
+		if i >= len(b) || b[i] != ':' {
+			return 0, fmt.Errorf("%w: want ':'", errSyntax)
+		}
+		if i, err = member(key, skipWS(b, i+1)); err != nil {
+			return 0, err
+		}
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return 0, fmt.Errorf("%w: unterminated object", errSyntax)
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return 0, fmt.Errorf("%w: want ',' or '}'", errSyntax)
+		}
+	}
+}
+
+// ownKey copies a key that was unescaped into scratch, which member
+// values overwrite.
+func (d *decoder) ownKey(key []byte) ([]byte, error) {
+	if len(d.scratch) > 0 && len(key) > 0 && &key[0] == &d.scratch[0] {
+		return append([]byte(nil), key...), nil
+	}
+	return key, nil
+}
+
+// str reads a string (or null, as "") and interns it.
+func (d *decoder) str(b []byte, i int) (string, int, error) {
+	if isNull(b, i) {
+		return "", i + 4, nil
+	}
+	s, next, err := d.rawString(b, i)
+	if err != nil {
+		return "", 0, err
+	}
+	return d.intern(s), next, nil
+}
+
+// raw reads a string and returns its bytes without interning; they alias
+// b or the scratch buffer and are valid until the next string is read.
+func (d *decoder) raw(b []byte, i int) ([]byte, int, error) {
+	if isNull(b, i) {
+		return nil, i + 4, nil
+	}
+	s, next, err := d.rawString(b, i)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(d.scratch) > 0 && len(s) > 0 && &s[0] == &d.scratch[0] {
+		s = append([]byte(nil), s...) // scratch is reused by the next string
+	}
+	return s, next, nil
+}
+
+func (d *decoder) intern(s []byte) string {
+	if len(s) == 0 {
+		return ""
+	}
+	// A cheap hash of the length and three bytes picks the cache slot.
+	n := len(s)
+	slot := (uint(n)*0x9e37 ^ uint(s[0])*0x1f3 ^ uint(s[n/2])*0x3b ^ uint(s[n-1])*0x7) & (internCache - 1)
+	if c := d.cache[slot]; c == string(s) {
+		return c
+	}
+	v, ok := d.strs[string(s)]
+	if !ok {
+		v = string(s)
+		if len(d.strs) < maxInterned {
+			d.strs[v] = v
+		}
+	}
+	d.cache[slot] = v
+	return v
+}
+
+// strings reads an array of strings into d.answers.
+func (d *decoder) strings(b []byte, i int) (int, error) {
+	if isNull(b, i) {
+		return i + 4, nil
+	}
+	if i >= len(b) || b[i] != '[' {
+		return 0, fmt.Errorf("%w: want an array", errType)
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		s, next, err := d.str(b, i)
+		if err != nil {
+			return 0, err
+		}
+		d.answers = append(d.answers, s)
+		i = skipWS(b, next)
+		if i >= len(b) {
+			return 0, fmt.Errorf("%w: unterminated array", errSyntax)
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case ']':
+			return i + 1, nil
+		default:
+			return 0, fmt.Errorf("%w: want ',' or ']'", errSyntax)
+		}
+	}
+}
+
+// rawString reads the string at b[i]. Without escapes it returns a slice
+// of b; otherwise the unescaped bytes in d.scratch.
+func (d *decoder) rawString(b []byte, i int) ([]byte, int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, fmt.Errorf("%w: want a string", errType)
+	}
+	start := i + 1
+	// Two vectorized scans beat a byte loop on host names and ids.
+	end := bytes.IndexByte(b[start:], '"')
+	if end < 0 {
+		return nil, 0, fmt.Errorf("%w: unterminated string", errSyntax)
+	}
+	if esc := bytes.IndexByte(b[start:start+end], '\\'); esc >= 0 {
+		return d.unescape(b, start, start+esc)
+	}
+	return b[start : start+end], start + end + 1, nil
+}
+
+// unescape builds the string that starts at b[start] and has its first
+// escape at b[j], as encoding/json would: invalid UTF-8 and lone
+// surrogates become U+FFFD.
+func (d *decoder) unescape(b []byte, start, j int) ([]byte, int, error) {
+	out := append(d.scratch[:0], b[start:j]...)
+	for j < len(b) {
+		c := b[j]
+		switch {
+		case c == '"':
+			d.scratch = out
+			return out, j + 1, nil
+		case c != '\\':
+			out = append(out, c)
+			j++
+			continue
+		}
+		if j+1 >= len(b) {
+			break
+		}
+		switch e := b[j+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+			j += 2
+		case 'b':
+			out, j = append(out, '\b'), j+2
+		case 'f':
+			out, j = append(out, '\f'), j+2
+		case 'n':
+			out, j = append(out, '\n'), j+2
+		case 'r':
+			out, j = append(out, '\r'), j+2
+		case 't':
+			out, j = append(out, '\t'), j+2
+		case 'u':
+			r, ok := hex4(b, j+2)
+			if !ok {
+				return nil, 0, fmt.Errorf("%w: bad \\u escape", errSyntax)
+			}
+			j += 6
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(-1), false
+				if j+1 < len(b) && b[j] == '\\' && b[j+1] == 'u' {
+					r2, ok = hex4(b, j+2)
+				}
+				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
+					r, j = dec, j+6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return nil, 0, fmt.Errorf("%w: bad escape", errSyntax)
+		}
+	}
+	d.scratch = out
+	return nil, 0, fmt.Errorf("%w: unterminated string", errSyntax)
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// int reads an integer (or null, as 0). A number with a fraction or an
+// exponent is read as a float and truncated, as no field of a record
+// needs one.
+func (d *decoder) int(b []byte, i int) (int64, int, error) {
+	if isNull(b, i) {
+		return 0, i + 4, nil
+	}
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	var n int64
+	digits := 0
+	for ; j < len(b) && '0' <= b[j] && b[j] <= '9'; j++ {
+		if digits >= 18 { // may overflow: the slow path checks
+			return d.intSlow(b, i)
+		}
+		n = n*10 + int64(b[j]-'0')
+		digits++
+	}
+	if digits == 0 {
+		return 0, 0, fmt.Errorf("%w: want a number", errType)
+	}
+	if j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E') {
+		return d.intSlow(b, i)
+	}
+	if b[i] == '-' {
+		n = -n
+	}
+	return n, j, nil
+}
+
+func (d *decoder) intSlow(b []byte, i int) (int64, int, error) {
+	f, next, err := d.float(b, i)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int64(f), next, nil
+}
+
+func (d *decoder) float(b []byte, i int) (float64, int, error) {
+	if isNull(b, i) {
+		return 0, i + 4, nil
+	}
+	j := i
+	for j < len(b) && (('0' <= b[j] && b[j] <= '9') || b[j] == '-' || b[j] == '+' || b[j] == '.' || b[j] == 'e' || b[j] == 'E') {
+		j++
+	}
+	if j == i {
+		return 0, 0, fmt.Errorf("%w: want a number", errType)
+	}
+	f, err := strconv.ParseFloat(string(b[i:j]), 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: %q", errSyntax, b[i:j])
+	}
+	return f, j, nil
+}
+
+func (d *decoder) bool(b []byte, i int) (bool, int, error) {
+	switch {
+	case hasAt(b, i, "true"):
+		return true, i + 4, nil
+	case hasAt(b, i, "false"):
+		return false, i + 5, nil
+	case isNull(b, i):
+		return false, i + 4, nil
+	}
+	return false, 0, fmt.Errorf("%w: want a boolean", errType)
+}
+
+// time reads an RFC 3339 time as audit writes it (time.Time's
+// MarshalText); the common UTC and offset forms are parsed by hand, the
+// rest by time.Parse.
+func (d *decoder) time(b []byte, i int) (time.Time, int, error) {
+	if isNull(b, i) {
+		return time.Time{}, i + 4, nil
+	}
+	s, next, err := d.rawString(b, i)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	t, ok := parseTime(s)
+	if !ok {
+		if t, err = time.Parse(time.RFC3339Nano, string(s)); err != nil {
+			return time.Time{}, 0, fmt.Errorf("%w: time %q", errType, s)
+		}
+	}
+	return t, next, nil
+}
+
+// parseTime parses "2006-01-02T15:04:05[.fraction](Z|±hh:mm)".
+func parseTime(s []byte) (time.Time, bool) {
+	if len(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, false
+	}
+	num := func(a, b int) (int, bool) {
+		n := 0
+		for _, c := range s[a:b] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	year, ok1 := num(0, 4)
+	month, ok2 := num(5, 7)
+	day, ok3 := num(8, 10)
+	hour, ok4 := num(11, 13)
+	minute, ok5 := num(14, 16)
+	sec, ok6 := num(17, 19)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	i, nsec := 19, 0
+	if s[i] == '.' {
+		i++
+		digits := 0
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			if digits < 9 {
+				nsec = nsec*10 + int(s[i]-'0')
+				digits++
+			}
+		}
+		if digits == 0 {
+			return time.Time{}, false
+		}
+		for ; digits < 9; digits++ {
+			nsec *= 10
+		}
+	}
+	loc := time.UTC
+	switch rest := s[i:]; {
+	case len(rest) == 1 && rest[0] == 'Z':
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
+		h, ok := num(i+1, i+3)
+		m, ok2 := num(i+4, i+6)
+		if !ok || !ok2 || h > 23 || m > 59 {
+			return time.Time{}, false
+		}
+		off := (h*60 + m) * 60
+		if rest[0] == '-' {
+			off = -off
+		}
+		// The same instant as time.Parse gives; the zone's name does not
+		// matter to a report.
+		loc = time.FixedZone("", off)
+	default:
+		return time.Time{}, false
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc)
+	if t.Day() != day { // Feb 30 and the like
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// skipValue skips the JSON value at b[i] and returns the index after it.
+func skipValue(b []byte, i int) (int, error) {
+	i = skipWS(b, i)
+	if i >= len(b) {
+		return 0, fmt.Errorf("%w: want a value", errSyntax)
+	}
+	switch c := b[i]; {
+	case c == '"':
+		for j := i + 1; j < len(b); {
+			k := bytes.IndexByte(b[j:], '"')
+			if k < 0 {
+				break
+			}
+			j += k
+			// The quote ends the string unless an odd number of
+			// backslashes precedes it.
+			bs := 0
+			for q := j - 1; q > i && b[q] == '\\'; q-- {
+				bs++
+			}
+			if bs%2 == 0 {
+				return j + 1, nil
+			}
+			j++
+		}
+		return 0, fmt.Errorf("%w: unterminated string", errSyntax)
+	case c == '{' || c == '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				k, err := skipValue(b, j)
+				if err != nil {
+					return 0, err
+				}
+				j = k - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, fmt.Errorf("%w: unterminated value", errSyntax)
+	case hasAt(b, i, "true") || isNull(b, i):
+		return i + 4, nil
+	case hasAt(b, i, "false"):
+		return i + 5, nil
+	case c == '-' || ('0' <= c && c <= '9'):
+		j := i + 1
+		for j < len(b) && (('0' <= b[j] && b[j] <= '9') || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		return j, nil
+	}
+	return 0, fmt.Errorf("%w: unexpected %q", errSyntax, b[i])
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func hasAt(b []byte, i int, lit string) bool {
+	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
+}
+
+func isNull(b []byte, i int) bool { return hasAt(b, i, "null") }

@@ -1,0 +1,21 @@
+package suggest
+
+import "github.com/egressd/egressd/report"
+
+// Build reads every input (report's reader: plain, gzip, kubectl --prefix),
+// merges the records by id and returns the checked suggestions.
+func Build(cfg Config, inputs []report.Input) (*Result, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rd := report.NewFullReader(0)
+	m := report.NewMerger(&rd.Stats, s.Add)
+	for _, in := range inputs {
+		if err := rd.Read(in, m.Add); err != nil {
+			return nil, err
+		}
+	}
+	m.Flush()
+	return s.Result()
+}
