@@ -2,10 +2,10 @@ package suggest
 
 import (
 	"maps"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/report"
 )
 
@@ -26,25 +26,11 @@ var generatedLabels = map[string]bool{
 // recommended label of Kubernetes' common labels.
 const fallbackLabel = "app.kubernetes.io/name"
 
-// workloadOf names a pod's controller as egressd records it: a ReplicaSet
-// that follows the pod-template-hash convention resolved to its
-// Deployment; Job, StatefulSet, DaemonSet and others as they are; the Pod
-// itself without a controller.
+// workloadOf names a pod's controller as egressd records it
+// (identity.WorkloadOf: the one place that rule lives).
 func workloadOf(p *corev1.Pod) report.Workload {
-	for _, o := range p.OwnerReferences {
-		if o.Controller == nil || !*o.Controller {
-			continue
-		}
-		if o.Kind == "ReplicaSet" {
-			if h := p.Labels["pod-template-hash"]; h != "" {
-				if name, ok := strings.CutSuffix(o.Name, "-"+h); ok && name != "" {
-					return report.Workload{Kind: "Deployment", Name: name}
-				}
-			}
-		}
-		return report.Workload{Kind: o.Kind, Name: o.Name}
-	}
-	return report.Workload{Kind: "Pod", Name: p.Name}
+	w := identity.WorkloadOf(p)
+	return report.Workload{Kind: w.Kind, Name: w.Name}
 }
 
 // podIndex finds the pods of a workload in the pods file.

