@@ -1,96 +1,305 @@
-// Package archtest holds the dependency rules of DESIGN.md: dependencies
-// point inward (cmd → proxy/resolver/kube → policy), policy is pure, and
-// nothing imports cmd.
+// Package archtest holds the dependency rules of DESIGN.md and of each
+// package's doc.go in one place: dependencies point inward
+// (cmd → proxy/resolver/kube → policy), policy is pure, probe is a client,
+// test helpers and the test CA stay out of the serving code, and nothing
+// imports cmd.
+//
+// The rules read `go list` of the non-test code: what a binary links.
+// Tests may import what they like (certs, internal/testutil, k8stest).
 package archtest
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/egressd/egressd"
 
+// pkg is what `go list -json` says of one package.
 type pkg struct {
 	ImportPath string
-	Imports    []string
-	Deps       []string
+	Imports    []string // direct imports
+	Deps       []string // every package it links, directly or not
+}
+
+// rel is p's path inside the module ("policy", "cmd/egressd"), and false
+// for a package outside it.
+func rel(p string) (string, bool) {
+	if p == module {
+		return "", true
+	}
+	return strings.CutPrefix(p, module+"/")
+}
+
+// under reports whether the import path p is prefix or a package below it:
+// "proxy" covers "proxy/x" but not "proxyd".
+func under(p, prefix string) bool {
+	return p == prefix || strings.HasPrefix(p, prefix+"/")
+}
+
+// std reports whether p is a standard library path: its first element has
+// no dot (go list says the same with .Standard; this needs no second call).
+func std(p string) bool {
+	first, _, _ := strings.Cut(p, "/")
+	return !strings.Contains(first, ".")
+}
+
+// rule is one package's line, from its doc.go. It applies to the package
+// and to its sub-packages (a split package keeps its parent's rules).
+type rule struct {
+	pkg string // module-relative
+	why string
+	// mustNot are module-relative paths ("proxy") or import paths outside
+	// the module and the standard library ("k8s.io/client-go"), each with
+	// what lies below it, that pkg must not depend on, directly or not.
+	mustNot []string
+	// onlyModule, when not nil, is every module package pkg may depend on:
+	// a client package that may grow no new link into egressd's insides.
+	onlyModule []string
+	// stdOnly: pkg imports the standard library only (directly).
+	stdOnly bool
+}
+
+const clientGo = "k8s.io/client-go"
+
+var rules = []rule{
+	{pkg: "policy", why: "the core is pure: it imports no other package of this module and no client-go",
+		onlyModule: []string{}, mustNot: []string{clientGo}},
+	{pkg: "probe", why: "probe is a client of egressd: policy's names and reasons only, never the serving packages, audit, cmd or client-go",
+		onlyModule: []string{"policy"}, mustNot: []string{"proxy", "resolver", "kube", "audit", "cmd", clientGo}},
+	{pkg: "kube", why: "kube adapts the API to policy and identity and reads audit records for Events; it never reaches the serving packages, cmd, the test CA or the test helpers",
+		mustNot: []string{"proxy", "resolver", "cmd", "certs", "internal"}},
+	{pkg: "identity", why: "identity maps addresses to pods from API types; it must not import client-go, proxy, resolver, kube or cmd",
+		mustNot: []string{"proxy", "resolver", "kube", "cmd", clientGo}},
+	{pkg: "audit", why: "audit writes records; it must not import proxy, resolver, kube or cmd",
+		mustNot: []string{"proxy", "resolver", "kube", "cmd"}},
+	{pkg: "proxy", why: "proxy serves; it must not import kube, cmd, certs (tests and benchmarks only) or client-go",
+		mustNot: []string{"kube", "cmd", "certs", clientGo}},
+	{pkg: "resolver", why: "resolver serves names; it must not import proxy, kube, cmd or client-go",
+		mustNot: []string{"proxy", "kube", "cmd", clientGo}},
+	{pkg: "limit", why: "limit imports only the standard library; callers turn its summaries into records",
+		stdOnly: true},
+	{pkg: "certs", why: "the test CA must not import any other package of this module",
+		onlyModule: []string{}},
+	{pkg: "watch", why: "watch polls files; it imports no other package of this module",
+		onlyModule: []string{}},
+}
+
+// policyForbidden are the standard packages policy must not import: I/O,
+// networking, logging, the clock and locks (a decision is a function of its
+// arguments, callable from any goroutine). net/netip and net/url are data.
+var policyForbidden = []string{"os", "os/exec", "io/ioutil", "net", "net/http", "log", "log/slog",
+	"syscall", "unsafe", "time", "sync"}
+
+// policyAllowed are the only packages outside the standard library policy
+// may import (policy/doc.go): apimachinery and the API types, the
+// apiserver's strict YAML/JSON decoders, and x/net's idna and publicsuffix.
+var policyAllowed = []string{"k8s.io/apimachinery", "k8s.io/api", "sigs.k8s.io/yaml", "sigs.k8s.io/json",
+	"golang.org/x/net/idna", "golang.org/x/net/publicsuffix"}
+
+// support is the module's code that is not egressd: benchmarks, examples,
+// the test trees and the internal test helpers. Everything else serves.
+var support = []string{"bench", "examples", "test", "internal"}
+
+// check returns every broken rule in pkgs, one line each.
+func check(pkgs []pkg) []string {
+	var bad []string
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		self, ok := rel(p.ImportPath)
+		if !ok {
+			continue
+		}
+		seen[self] = true
+		serving := !slices.ContainsFunc(support, func(s string) bool { return under(self, s) })
+		for _, d := range p.Deps {
+			dep, inModule := rel(d)
+			if !inModule {
+				continue
+			}
+			switch {
+			case under(dep, "cmd"):
+				bad = append(bad, fmt.Sprintf("%s depends on %s: nothing imports cmd", self, dep))
+			case under(dep, "test"):
+				bad = append(bad, fmt.Sprintf("%s depends on %s: the test trees are not imported", self, dep))
+			case under(dep, "internal/k8stest"):
+				bad = append(bad, fmt.Sprintf("%s depends on %s: k8stest is for _test.go files only", self, dep))
+			case under(dep, "internal/testutil") && !under(self, "bench"):
+				bad = append(bad, fmt.Sprintf("%s depends on %s: testutil is for tests and bench/ only", self, dep))
+			case under(dep, "certs") && serving:
+				bad = append(bad, fmt.Sprintf("%s depends on %s: the test CA stays out of the serving code (egressd never terminates TLS)", self, dep))
+			}
+		}
+		for _, r := range rules {
+			if under(self, r.pkg) {
+				bad = append(bad, r.check(self, p)...)
+			}
+		}
+		if self == "policy" {
+			bad = append(bad, checkPolicyImports(p)...)
+		}
+	}
+	for _, r := range rules {
+		if !seen[r.pkg] {
+			bad = append(bad, fmt.Sprintf("no package %s: a rule for it holds nothing (renamed? move its rule along)", r.pkg))
+		}
+	}
+	return bad
+}
+
+func (r rule) check(self string, p pkg) []string {
+	var bad []string
+	for _, d := range p.Deps {
+		dep, inModule := rel(d)
+		if inModule && under(dep, r.pkg) {
+			continue // its own sub-packages
+		}
+		for _, no := range r.mustNot {
+			if (inModule && under(dep, no)) || (!inModule && !std(no) && under(d, no)) {
+				bad = append(bad, fmt.Sprintf("%s depends on %s: %s", self, d, r.why))
+			}
+		}
+		if inModule && r.onlyModule != nil && !slices.ContainsFunc(r.onlyModule, func(ok string) bool { return under(dep, ok) }) &&
+			!slices.ContainsFunc(r.mustNot, func(no string) bool { return under(dep, no) }) {
+			bad = append(bad, fmt.Sprintf("%s depends on %s: %s", self, d, r.why))
+		}
+	}
+	if r.stdOnly {
+		for _, imp := range p.Imports {
+			if !std(imp) {
+				bad = append(bad, fmt.Sprintf("%s imports %s: %s", self, imp, r.why))
+			}
+		}
+	}
+	return bad
+}
+
+// checkPolicyImports holds policy's direct imports to policy/doc.go. Its
+// dependencies (apimachinery) may use I/O packages; policy itself may not.
+func checkPolicyImports(p pkg) []string {
+	var bad []string
+	for _, imp := range p.Imports {
+		switch {
+		case std(imp) && slices.Contains(policyForbidden, imp):
+			bad = append(bad, fmt.Sprintf("policy imports %s: the core does no I/O, no networking, no logging, reads no clock and takes no lock", imp))
+		case std(imp):
+		case !slices.ContainsFunc(policyAllowed, func(a string) bool { return under(imp, a) }):
+			if _, inModule := rel(imp); !inModule { // a module import is reported by policy's rule
+				bad = append(bad, fmt.Sprintf("policy imports %s: not on policy/doc.go's list", imp))
+			}
+		}
+	}
+	return bad
 }
 
 func listPackages(t *testing.T) []pkg {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", module+"/...")
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("go list: %v\n%s", err, stderr)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	var pkgs []pkg
-	for dec.More() {
+	for {
 		var p pkg
-		if err := dec.Decode(&p); err != nil {
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
 			t.Fatal(err)
 		}
 		pkgs = append(pkgs, p)
 	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d packages of %s", len(pkgs), module)
+	}
 	return pkgs
 }
 
-// TestPolicyIsPure: the core does no I/O and logs nothing. Its
-// dependencies (apimachinery) may use such packages; policy itself may not.
-func TestPolicyIsPure(t *testing.T) {
-	bad := []string{"os", "os/exec", "io/ioutil", "log", "log/slog", "net/http", "time", "sync"}
-	for _, p := range listPackages(t) {
-		if p.ImportPath != module+"/policy" {
-			continue
-		}
-		for _, imp := range p.Imports {
-			for _, b := range bad {
-				if imp == b {
-					t.Errorf("policy imports %s", imp)
-				}
-			}
-		}
-		return
+// TestArchitecture: the tree as it is keeps every rule.
+func TestArchitecture(t *testing.T) {
+	for _, line := range check(listPackages(t)) {
+		t.Error(line)
 	}
-	t.Fatal("policy package not found")
 }
 
-func TestDependenciesPointInward(t *testing.T) {
-	// forbidden[p] lists import path prefixes that p must not depend on,
-	// directly or not.
-	forbidden := map[string][]string{
-		module + "/policy": {module + "/", "k8s.io/client-go"},
-		module + "/identity": {module + "/proxy", module + "/resolver", module + "/kube", module + "/cmd",
-			"k8s.io/client-go"},
-		module + "/audit":    {module + "/proxy", module + "/resolver", module + "/kube", module + "/cmd"},
-		module + "/proxy":    {module + "/kube", module + "/cmd", "k8s.io/client-go"},
-		module + "/resolver": {module + "/proxy", module + "/kube", module + "/cmd", "k8s.io/client-go"},
-		module + "/kube":     {module + "/proxy", module + "/resolver", module + "/cmd"},
-		module + "/watch":    {module + "/"},
+// TestRulesFire: each rule catches the dependency it exists for, so a
+// typo in a rule cannot turn it off in silence. The tree is the real one
+// with one dependency added.
+func TestRulesFire(t *testing.T) {
+	real := listPackages(t)
+	m := func(p string) string { return module + "/" + p }
+	cases := []struct {
+		name       string
+		pkg        string // module-relative
+		dep        string // import path
+		direct     bool   // also a direct import
+		wantSubstr string
+	}{
+		{"policy links another package of the module", "policy", m("metrics"), true, "policy depends on " + m("metrics")},
+		{"policy links client-go", "policy", "k8s.io/client-go/kubernetes", false, "policy depends on k8s.io/client-go/kubernetes"},
+		{"policy imports os", "policy", "os", true, "policy imports os:"},
+		{"policy imports the clock", "policy", "time", true, "policy imports time:"},
+		{"policy imports an unlisted library", "policy", "github.com/miekg/dns", true, "policy imports github.com/miekg/dns:"},
+		{"probe links audit", "probe", m("audit"), false, "probe depends on " + m("audit")},
+		{"probe links identity", "probe", m("identity"), false, "probe depends on " + m("identity")},
+		{"probe links client-go", "probe", "k8s.io/client-go/rest", false, "probe depends on k8s.io/client-go/rest"},
+		{"kube links proxy", "kube", m("proxy"), false, "kube depends on " + m("proxy")},
+		{"kube links a resolver sub-package", "kube", m("resolver/server"), false, "kube depends on " + m("resolver/server")},
+		{"kube links certs", "kube", m("certs"), false, "kube depends on " + m("certs")},
+		{"kube links k8stest", "kube", m("internal/k8stest"), false, "k8stest is for _test.go files only"},
+		{"identity links client-go", "identity", "k8s.io/client-go/tools/cache", false, "identity depends on k8s.io/client-go/tools/cache"},
+		{"audit links resolver", "audit", m("resolver"), false, "audit depends on " + m("resolver")},
+		{"proxy links kube", "proxy", m("kube"), false, "proxy depends on " + m("kube")},
+		{"proxy links certs", "proxy", m("certs"), false, "proxy depends on " + m("certs")},
+		{"resolver links proxy", "resolver", m("proxy"), false, "resolver depends on " + m("proxy")},
+		{"a resolver sub-package links proxy", "resolver/server", m("proxy"), false, "resolver/server depends on " + m("proxy")},
+		{"limit imports a library", "limit", "github.com/hashicorp/golang-lru/v2", true, "limit imports github.com/hashicorp/golang-lru/v2"},
+		{"certs links policy", "certs", m("policy"), false, "certs depends on " + m("policy")},
+		{"watch links metrics", "watch", m("metrics"), false, "watch depends on " + m("metrics")},
+		{"metrics links cmd", "metrics", m("cmd/egressd"), false, "nothing imports cmd"},
+		{"a test tree is imported", "probe", m("test/chart"), false, "the test trees are not imported"},
+		{"serving code links testutil", "identity", m("internal/testutil"), false, "testutil is for tests and bench/ only"},
+		{"serving code links certs", "metrics", m("certs"), false, "the test CA stays out of the serving code"},
 	}
-	for _, p := range listPackages(t) {
-		for _, imp := range p.Deps {
-			if strings.HasPrefix(imp, module+"/cmd") {
-				t.Errorf("%s depends on %s: nothing imports cmd", p.ImportPath, imp)
-			}
-			if imp == module+"/internal/testutil" && !strings.HasPrefix(p.ImportPath, module+"/bench/") {
-				t.Errorf("%s depends on internal/testutil: it is for tests and bench/ only", p.ImportPath)
-			}
-		}
-		rules, ok := forbidden[p.ImportPath]
-		if !ok {
-			continue
-		}
-		for _, imp := range p.Deps {
-			for _, bad := range rules {
-				if imp == p.ImportPath {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pkgs := slices.Clone(real)
+			target := m(c.pkg)
+			found := false
+			for i, p := range pkgs {
+				if p.ImportPath != target {
 					continue
 				}
-				if imp == bad || strings.HasPrefix(imp, bad+"/") || (strings.HasSuffix(bad, "/") && strings.HasPrefix(imp, bad)) {
-					t.Errorf("%s depends on %s (forbidden: %s)", p.ImportPath, imp, bad)
+				found = true
+				p.Deps = append(slices.Clone(p.Deps), c.dep)
+				if c.direct {
+					p.Imports = append(slices.Clone(p.Imports), c.dep)
 				}
+				pkgs[i] = p
 			}
-		}
+			if !found { // a package that does not exist (yet): add it
+				pkgs = append(pkgs, pkg{ImportPath: target, Deps: []string{c.dep}})
+			}
+			got := check(pkgs)
+			if !slices.ContainsFunc(got, func(line string) bool { return strings.Contains(line, c.wantSubstr) }) {
+				t.Errorf("no violation mentioning %q; got %q", c.wantSubstr, got)
+			}
+		})
 	}
+	t.Run("a rule for a missing package", func(t *testing.T) {
+		pkgs := slices.DeleteFunc(slices.Clone(real), func(p pkg) bool { return p.ImportPath == module+"/watch" })
+		if got := check(pkgs); !slices.ContainsFunc(got, func(line string) bool { return strings.Contains(line, "no package watch") }) {
+			t.Errorf("a rule for a package that is gone passes in silence: %q", got)
+		}
+	})
 }

@@ -61,6 +61,15 @@ func TestRejects(t *testing.T) {
 		{"transparent without address", []string{"transparent.sni.enabled=true"}, "service.clusterIP"},
 		{"policy rule without ports", []string{"policies[0].name=p", "policies[0].spec.podSelector.matchLabels.app=x", "policies[0].spec.egress[0].hosts[0]=a.example.com"}, "ports"},
 		{"bad image digest", []string{"image.digest=latest"}, "digest"},
+		{"bad audit failure mode", []string{"audit.failure=ignore"}, "failure"},
+		{"audit buffer below 1 MiB", []string{"audit.bufferBytes=65536"}, "bufferBytes"},
+		{"duration without unit", []string{"audit.interim=30"}, "interim"},
+		{"negative dns timeout", []string{"dns.timeout=-1s"}, "timeout"},
+		{"negative event interval", []string{"events.interval=-5m"}, "interval"},
+		{"relative audit file", []string{"audit.file.path=audit.jsonl"}, "path"},
+		{"audit file in /", []string{"audit.file.path=/audit.jsonl"}, "path"},
+		{"rotation without a file", []string{"audit.file.maxSizeMiB=100"}, "audit.file.path"},
+		{"backups without a file", []string{"audit.file.maxBackups=3"}, "audit.file.path"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -86,33 +95,52 @@ func fromUnstructured[T any](t testing.TB, u *unstructured.Unstructured) *T {
 
 func TestDeployment(t *testing.T) {
 	cases := []struct {
-		name      string
-		files     []string
-		replicas  int32
-		wantArgs  []string // consecutive flag/value pairs that must appear
-		noArgs    []string // flags that must not appear
-		ports     []string // container port names
-		drainSecs int64
+		name        string
+		files       []string
+		sets        []string
+		replicas    int32
+		wantArgs    []string // consecutive flag/value pairs that must appear
+		noArgs      []string // flags that must not appear
+		ports       []string // container port names
+		drainSecs   int64
+		auditMount  string // the audit file's directory; empty: no volume
+		auditVolume string // the source of the volume mounted there
 	}{
 		{
 			name: "defaults", replicas: 2, drainSecs: 30,
 			wantArgs: []string{"run", "--kube", "--namespace $(POD_NAMESPACE)", "--proxy-addr :3128", "--dns-addr :5353",
 				"--metrics-addr :9090", "--mode enforce", "--cluster-domain cluster.local", "--drain-timeout 30s"},
-			noArgs: []string{"--sni-addr", "--http-addr", "--advertise-ip", "--upstream-dns", "--cluster-dns", "--private-cidr"},
-			ports:  []string{"proxy", "dns-udp", "dns-tcp", "metrics"},
+			// egressd's own defaults stay out of the manifest: an upgrade of
+			// egressd changes them, not a chart value nobody set.
+			noArgs: []string{"--sni-addr", "--http-addr", "--advertise-ip", "--upstream-dns", "--cluster-dns", "--private-cidr",
+				"--dns-timeout", "--dns-stale-for", "--response-timeout", "--event-interval", "--audit-interim", "--audit-buffer",
+				"--audit-failure", "--audit-file", "--audit-file-max-size", "--audit-file-max-backups"},
+			ports: []string{"proxy", "dns-udp", "dns-tcp", "metrics"},
 		},
 		{
 			name: "all-on", files: []string{allOnValues(t)}, replicas: 3, drainSecs: 60,
 			wantArgs: []string{"run", "--kube", "--namespace $(POD_NAMESPACE)", "--mode audit", "--drain-timeout 60s",
 				"--sni-addr :8443=443", "--http-addr :8080=80", "--advertise-ip 10.96.0.53",
 				"--upstream-dns 10.96.0.10:53", "--upstream-dns 10.96.0.11:53", "--cluster-dns 10.96.0.10:53", "--log-level debug",
-				"--private-cidr 100.64.0.0/10", "--private-cidr fd00:10:96::/112"},
-			ports: []string{"proxy", "dns-udp", "dns-tcp", "sni", "http", "metrics"},
+				"--private-cidr 100.64.0.0/10", "--private-cidr fd00:10:96::/112",
+				"--dns-timeout 1500ms", "--dns-stale-for 30m", "--response-timeout 2m", "--event-interval 10m",
+				"--audit-interim 30s", "--audit-buffer 33554432", "--audit-failure open",
+				"--audit-file /var/log/egressd/audit.jsonl", "--audit-file-max-size 256", "--audit-file-max-backups 10"},
+			ports:      []string{"proxy", "dns-udp", "dns-tcp", "sni", "http", "metrics"},
+			auditMount: "/var/log/egressd", auditVolume: "persistentVolumeClaim",
+		},
+		{
+			name: "audit file on an emptyDir, interim and Events off", sets: []string{"audit.file.path=/audit/records.jsonl",
+				"audit.interim=0s", "events.interval=0s", "dns.staleFor=-1s"}, replicas: 2, drainSecs: 30,
+			wantArgs:   []string{"--audit-file /audit/records.jsonl", "--audit-interim 0s", "--event-interval 0s", "--dns-stale-for -1s"},
+			noArgs:     []string{"--audit-file-max-size", "--audit-file-max-backups", "--audit-buffer", "--audit-failure"},
+			ports:      []string{"proxy", "dns-udp", "dns-tcp", "metrics"},
+			auditMount: "/audit", auditVolume: "emptyDir",
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			objs := render(t, "llm-prod", c.files)
+			objs := render(t, "llm-prod", c.files, c.sets...)
 			d := fromUnstructured[appsv1.Deployment](t, find(t, objs, "Deployment", "egressd"))
 			if got := *d.Spec.Replicas; got != c.replicas {
 				t.Errorf("replicas = %d, want %d", got, c.replicas)
@@ -175,7 +203,33 @@ func TestDeployment(t *testing.T) {
 			if _, ok := ctr.Resources.Limits[corev1.ResourceMemory]; !ok {
 				t.Error("no memory limit")
 			}
+			checkAuditVolume(t, ps, c.auditMount, c.auditVolume)
 		})
+	}
+}
+
+// checkAuditVolume: the audit file's directory is a volume (the root file
+// system is read-only), of the source wanted, and nothing is mounted
+// without an audit file.
+func checkAuditVolume(t *testing.T, ps corev1.PodSpec, mount, source string) {
+	t.Helper()
+	mounts := ps.Containers[0].VolumeMounts
+	if mount == "" {
+		if len(mounts) != 0 || len(ps.Volumes) != 0 {
+			t.Errorf("volumes %+v mounts %+v without an audit file", ps.Volumes, mounts)
+		}
+		return
+	}
+	if len(mounts) != 1 || mounts[0].MountPath != mount || mounts[0].ReadOnly {
+		t.Fatalf("volume mounts = %+v, want one writable at %s", mounts, mount)
+	}
+	if len(ps.Volumes) != 1 || ps.Volumes[0].Name != mounts[0].Name {
+		t.Fatalf("volumes = %+v, want the one mounted (%s)", ps.Volumes, mounts[0].Name)
+	}
+	v := ps.Volumes[0].VolumeSource
+	got := map[bool]string{v.EmptyDir != nil: "emptyDir", v.PersistentVolumeClaim != nil: "persistentVolumeClaim"}[true]
+	if got != source {
+		t.Errorf("audit volume = %+v, want %s", v, source)
 	}
 }
 

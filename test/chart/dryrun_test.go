@@ -185,13 +185,23 @@ func TestNotes(t *testing.T) {
 	helmBin(t)
 	env := k8stest.Shared(t)
 	kubeconfig := env.Kubeconfig(t)
+	// curl reads http_proxy only in lower case; the others in either case,
+	// some clients only in lower case.
+	proxyVars := []string{"HTTPS_PROXY", "https_proxy", "http_proxy"}
 	common := func(ns string) []string {
-		return []string{
-			"HTTPS_PROXY", "http://egressd." + ns + ".svc.cluster.local:3128", "HTTP_PROXY",
-			"NO_PROXY", ".svc,.cluster.local,10.96.0.0/12",
+		want := []string{
+			"name: NO_PROXY\n          value: localhost,127.0.0.1,.svc,.cluster.local,10.96.0.0/12\n",
+			"name: no_proxy\n          value: localhost,127.0.0.1,.svc,.cluster.local,10.96.0.0/12\n",
 			`dnsPolicy: "None"`, ns + ".svc.cluster.local", "svc.cluster.local", "name: ndots",
+			// every replica's records, not one pod's last lines
+			"logs -l app.kubernetes.io/name=egressd --prefix --tail=-1",
 		}
+		for _, v := range proxyVars {
+			want = append(want, "name: "+v+"\n          value: http://egressd."+ns+".svc.cluster.local:3128\n")
+		}
+		return want
 	}
+	commonNot := []string{"name: HTTP_PROXY", "logs deploy/"}
 	cases := []struct {
 		name     string
 		sets     []string
@@ -202,7 +212,7 @@ func TestNotes(t *testing.T) {
 		{name: "clusterIP from values", sets: []string{"service.clusterIP=10.96.0.53"}, want: []string{"- 10.96.0.53"}, notWant: []string{"has no ClusterIP yet"}},
 		{name: "clusterIP looked up", existing: "10.96.7.7", want: []string{"- 10.96.7.7"}, notWant: []string{"has no ClusterIP yet"}},
 		{name: "no clusterIP yet", want: []string{"<egressd Service ClusterIP>", "has no ClusterIP yet"}},
-		{name: "audit mode", sets: []string{"mode=audit", "service.clusterIP=10.96.0.53"}, want: []string{"in audit mode", `"would_deny":true`}},
+		{name: "audit mode", sets: []string{"mode=audit", "service.clusterIP=10.96.0.53"}, want: []string{"in audit mode", `"would_deny": true`, "egressd report records.log"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -246,7 +256,7 @@ func TestNotes(t *testing.T) {
 					t.Errorf("NOTES lack %q:\n%s", w, notes)
 				}
 			}
-			for _, w := range c.notWant {
+			for _, w := range append(commonNot, c.notWant...) {
 				if strings.Contains(notes, w) {
 					t.Errorf("NOTES hold %q:\n%s", w, notes)
 				}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,32 +13,43 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/egressd/egressd/metrics"
 )
+
+// describer is a Registerer that keeps what each collector describes:
+// every metric metrics.Register registers, with no list here to fall behind.
+type describer struct{ descs []*prometheus.Desc }
+
+func (d *describer) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	for desc := range ch {
+		d.descs = append(d.descs, desc)
+	}
+	return nil
+}
+
+func (d *describer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		_ = d.Register(c)
+	}
+}
+
+func (d *describer) Unregister(prometheus.Collector) bool { return false }
 
 // egressdMetrics returns the names egressd exports (metrics.New), with the
 // _bucket, _count and _sum series of its histograms.
 func egressdMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	m := metrics.New()
-	reg := prometheus.NewPedanticRegistry()
-	if err := m.Register(reg); err != nil {
+	var reg describer
+	if err := metrics.New().Register(&reg); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
-	ch := make(chan *prometheus.Desc, 64)
-	go func() {
-		for _, c := range []prometheus.Collector{m.Requests, m.DNSQueries, m.DialSeconds, m.DNSSeconds,
-			m.ActiveTunnels, m.BytesRelayed, m.CacheHits, m.CacheMisses, m.CacheSize, m.Reloads,
-			m.ReloadErrors, m.PolicyStale, m.Identities, m.Policies, m.AuditWritten, m.AuditFailed,
-			m.UpstreamErrors} {
-			c.Describe(ch)
-		}
-		close(ch)
-	}()
 	fq := regexp.MustCompile(`fqName: "([a-z_]+)"`)
-	for d := range ch {
+	for _, d := range reg.descs {
 		name := fq.FindStringSubmatch(d.String())
 		if name == nil {
 			t.Fatalf("no fqName in %s", d)
@@ -49,7 +61,7 @@ func egressdMetrics(t *testing.T) map[string]bool {
 			}
 		}
 	}
-	if !names["egressd_requests_total"] || !names["egressd_upstream_dial_seconds_bucket"] {
+	if !names["egressd_requests_total"] || !names["egressd_upstream_dial_seconds_bucket"] || !names["egressd_audit_available"] {
 		t.Fatalf("metric names incomplete: %v", names)
 	}
 	return names
@@ -77,21 +89,112 @@ func checkExpr(t *testing.T, where, expr string, known map[string]bool, scope st
 	}
 }
 
-// docAlerts reads the alert names of docs/operations.md, in order.
-func docAlerts(t *testing.T) []string {
+// alertRule is one rule as docs/operations.md shows it and the chart
+// renders it.
+type alertRule struct {
+	Alert       string            `json:"alert"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for,omitempty"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// docRules reads the alert rules of docs/operations.md, in order: every
+// yaml block that holds "- alert:", a whole `groups:` document or a
+// fragment of the rule list.
+func docRules(t *testing.T) []alertRule {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\w+)`).FindAllStringSubmatch(string(data), -1) {
-		names = append(names, m[1])
+	var rules []alertRule
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
+		block := m[1]
+		if !strings.Contains(block, "- alert:") {
+			continue
+		}
+		if strings.HasPrefix(block, "groups:") {
+			var doc struct {
+				Groups []struct {
+					Name  string      `json:"name"`
+					Rules []alertRule `json:"rules"`
+				} `json:"groups"`
+			}
+			if err := yaml.UnmarshalStrict([]byte(block), &doc); err != nil {
+				t.Fatalf("docs/operations.md: %v\n%s", err, block)
+			}
+			for _, g := range doc.Groups {
+				rules = append(rules, g.Rules...)
+			}
+			continue
+		}
+		var frag []alertRule
+		if err := yaml.UnmarshalStrict([]byte(dedent(block)), &frag); err != nil {
+			t.Fatalf("docs/operations.md: %v\n%s", err, block)
+		}
+		rules = append(rules, frag...)
 	}
-	if len(names) < 5 {
-		t.Fatalf("found only %v in docs/operations.md", names)
+	if len(rules) < 5 {
+		t.Fatalf("found only %d alert rules in docs/operations.md", len(rules))
+	}
+	return rules
+}
+
+// dedent removes the indentation of the first line from every line.
+func dedent(s string) string {
+	indent := len(s) - len(strings.TrimLeft(s, " "))
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		out = append(out, strings.TrimPrefix(line, strings.Repeat(" ", indent)))
+	}
+	return strings.Join(out, "\n")
+}
+
+// docAlerts reads the alert names of docs/operations.md, in order.
+func docAlerts(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	for _, r := range docRules(t) {
+		names = append(names, r.Alert)
 	}
 	return names
+}
+
+// TestDocAlertsAreTheChart: docs/operations.md shows the rules as the chart
+// renders them for release egressd in llm-prod (two replicas), expression,
+// duration, severity and summary alike, so the doc cannot drift from what
+// operators install.
+func TestDocAlertsAreTheChart(t *testing.T) {
+	objs := render(t, "llm-prod", nil, "prometheusRule.enabled=true")
+	pr := find(t, objs, "PrometheusRule", "egressd")
+	raw, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+	var groups []struct {
+		Name  string      `json:"name"`
+		Rules []alertRule `json:"rules"`
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &groups); err != nil || len(groups) != 1 {
+		t.Fatalf("groups %s: %v", b, err)
+	}
+	chart := map[string]alertRule{}
+	for _, r := range groups[0].Rules {
+		chart[r.Alert] = r
+	}
+	for _, d := range docRules(t) {
+		t.Run(d.Alert, func(t *testing.T) {
+			c, ok := chart[d.Alert]
+			if !ok {
+				t.Fatal("not in the chart's PrometheusRule")
+			}
+			if !reflect.DeepEqual(c, d) {
+				t.Errorf("docs/operations.md differs from the chart:\ndoc:   %+v\nchart: %+v", d, c)
+			}
+		})
+	}
 }
 
 func TestPrometheusRule(t *testing.T) {
@@ -162,7 +265,8 @@ func TestPrometheusRule(t *testing.T) {
 
 // requiredPanels are what the dashboard must show (issue: requests and
 // denials by reason, DNS by rcode, active tunnels, dial latency, audit
-// write errors), by a word of the title and a series it must read.
+// write errors; and the records lost), by a word of the title and a series
+// it must read.
 var requiredPanels = []struct{ title, series string }{
 	{"Requests", "egressd_requests_total"},
 	{"Denials by reason", "egressd_requests_total"},
@@ -170,6 +274,7 @@ var requiredPanels = []struct{ title, series string }{
 	{"Active tunnels", "egressd_active_tunnels"},
 	{"Dial latency", "egressd_upstream_dial_seconds_bucket"},
 	{"Audit records and write errors", "egressd_audit_write_errors_total"},
+	{"Audit records and write errors", "egressd_audit_dropped_total"},
 }
 
 func TestGrafanaDashboard(t *testing.T) {
