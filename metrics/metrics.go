@@ -72,7 +72,7 @@ func New() *Metrics {
 		Identities: prometheus.NewGauge(prometheus.GaugeOpts{Name: "egressd_identities", Help: "Source IPs that map to exactly one pod."}),
 		Policies:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "egressd_policies", Help: "Policies in the snapshot in force."}),
 		AuditWritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "egressd_audit_records_total", Help: "Audit records written.",
+			Name: "egressd_audit_records_total", Help: "Audit records taken by every sink (written, or buffered and retried).",
 		}),
 		AuditFailed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "egressd_audit_write_errors_total", Help: "Failed writes to an audit sink (the records stay buffered and are retried) and records that could not be encoded.",

@@ -15,7 +15,7 @@
 // name validation), k8s.io/api types (NetworkPolicy generation),
 // sigs.k8s.io/yaml and sigs.k8s.io/json (strict,
 // case-sensitive decoding, as kube-apiserver does), and golang.org/x/net
-// idna and publicsuffix. TestPure holds that line.
+// idna and publicsuffix. internal/archtest holds that line.
 //
 // # Host patterns
 //
