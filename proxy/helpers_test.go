@@ -105,6 +105,10 @@ type env struct {
 	dialAddrs sync.Map
 	m         *metrics.Metrics
 	seen      chan http.Header // headers the plain origin saw
+	// snap is the policy in force and store the identities: tests swap
+	// them to play a reload (setPolicy, revoke_test.go).
+	snap  atomic.Pointer[policy.Snapshot]
+	store *identity.Store
 }
 
 type envOpt struct {
@@ -143,8 +147,9 @@ func newEnv(t testing.TB, o envOpt) *env {
 
 	ln := listen(t, "127.0.0.1:0")
 	e.addr = ln.Addr().String()
-	snap := compile(t, e.policyYAML(o.extra))
+	e.snap.Store(compile(t, e.policyYAML(o.extra)))
 	store := identity.NewStore()
+	e.store = store
 	store.Replace([]*corev1.Pod{
 		testutil.RunningPod("llm-prod", "llm-0", "llm-server", podIP, map[string]string{"app": "llm"}),
 		testutil.RunningPod("web", "web-0", "default", otherIP, map[string]string{"app": "web"}),
@@ -177,7 +182,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 		logW = o.log
 	}
 	p, err := New(Config{
-		Policy:   func() *policy.Snapshot { return snap },
+		Policy:   e.snap.Load,
 		Identity: store,
 		Resolver: look,
 

@@ -145,7 +145,7 @@ func (t *tunnel) end() {
 	case t.notTLS:
 		ex.rec.TLS = &audit.TLS{Result: resultNotTLS}
 	case t.hello != nil:
-		tl := &audit.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, Result: resultNoServerHello}
+		tl := &audit.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, ECH: t.hello.ECH, Result: resultNoServerHello}
 		if s := t.server; s != nil {
 			tl.Version, tl.Cipher, tl.ALPN, tl.Result = s.Version, s.Cipher, s.ALPN, s.Result
 		}
@@ -192,18 +192,12 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 	}
 	if hello != nil {
 		t.hello = hello
-		if check != "" && hello.SNI != "" {
-			if sni, err := policy.NormalizeHost(hello.SNI); err != nil || sni != check {
-				// Domain fronting: the CONNECT host was decided, the SNI
-				// names another site behind the same address.
-				d := t.ex.dec.Deny(policy.ReasonSNIMismatch)
-				if !d.Allowed() {
-					t.refuse(d, fmt.Errorf("proxy: SNI %q differs from CONNECT host %q", hello.SNI, check))
-					return false
-				}
-				t.ex.dec = d
-			}
+		d, err := checkHello(t.ex.dec, hello, check)
+		if err != nil {
+			t.refuse(d, err)
+			return false
 		}
+		t.ex.dec = d
 	}
 	if len(pre) > 0 {
 		n, err := up.Write(pre)
@@ -243,6 +237,39 @@ func (t *tunnel) refuse(d policy.Decision, err error) {
 	t.ex.dec = d
 	t.fail(err)
 	t.closeBoth()
+}
+
+// checkHello is the TLS step of every tunnel: d is the decision of the
+// destination, host the CONNECT host that the SNI must name (empty on the
+// SNI listener, where the SNI is the host that was decided). An SNI naming
+// another site behind the same address is domain fronting (sni-mismatch);
+// a hello with Encrypted Client Hello hides the name the server will serve
+// behind the outer SNI (ech) unless the deciding rule accepts that (ech:
+// allow, which accepts every tenant of the front). The first failing check
+// decides; the error is nil when the returned decision allows (possibly as
+// would_deny in audit mode).
+func checkHello(d policy.Decision, ch *clientHello, host string) (policy.Decision, error) {
+	var r policy.Reason
+	var err error
+	switch {
+	case host != "" && ch.SNI != "" && !sameHost(ch.SNI, host):
+		r, err = policy.ReasonSNIMismatch, fmt.Errorf("proxy: SNI %q differs from CONNECT host %q", ch.SNI, host)
+	case ch.ECH && !d.ECH:
+		r, err = policy.ReasonECH, fmt.Errorf("proxy: ClientHello with Encrypted Client Hello (outer SNI %q), no rule accepts it", ch.SNI)
+	default:
+		return d, nil
+	}
+	if d = d.Deny(r); d.Allowed() {
+		return d, nil
+	}
+	return d, err
+}
+
+// sameHost reports whether raw, a name as a client sent it, normalizes to
+// host.
+func sameHost(raw, host string) bool {
+	n, err := policy.NormalizeHost(raw)
+	return err == nil && n == host
 }
 
 // serverSide observes the server's first flight, forwards it, then relays
