@@ -18,9 +18,13 @@ var (
 	ErrCut = errors.New("proxy: cut at drain deadline")
 )
 
-// Errors of the TLS hello parsers.
+// Errors of the parsers of a tunnel's first bytes (TLS hello, HTTP head).
 var (
 	errNeedMore  = errors.New("proxy: incomplete TLS hello")
 	errNotTLS    = errors.New("proxy: not TLS")
 	errMalformed = errors.New("proxy: malformed TLS hello")
+	// errNotHTTP: a tunnel's first bytes are no plaintext HTTP request.
+	errNotHTTP = errors.New("proxy: not an HTTP request")
+	// errBadHead: they are one, but oversized or unparsable.
+	errBadHead = errors.New("proxy: malformed HTTP request head")
 )

@@ -169,11 +169,11 @@ func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
 func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool {
 	up := t.upstream
 	if hello == nil {
-		buf, ch, err := t.peekHello(pre)
+		buf, first, err := t.peekFirst(pre)
 		defer putHelloBuf(buf)
 		switch {
 		case errors.Is(err, errNotTLS):
-			t.notTLS = true
+			t.notTLS = true // another protocol (SSH, ...): relayed as is
 		case err != nil && len(buf) == 0 && errors.Is(err, io.EOF):
 			// The client closed without sending anything.
 			closeWrite(up)
@@ -183,10 +183,19 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 			t.endDirection(up, err)
 			return false
 		case err != nil:
-			t.refuse(policy.Denied(policy.ReasonBadRequest), fmt.Errorf("proxy: reading ClientHello: %w", err))
+			t.notTLS = errors.Is(err, errBadHead)
+			t.refuse(policy.Denied(policy.ReasonBadRequest), fmt.Errorf("proxy: reading the tunnel's first bytes: %w", err))
 			return false
+		case first.head != nil:
+			t.notTLS = true
+			d, err := checkPlainHead(t.ex.dec, first.head, check, t.ex.port)
+			if err != nil {
+				t.refuse(d, err)
+				return false
+			}
+			t.ex.dec = d
 		default:
-			hello = &ch
+			hello = first.hello
 		}
 		pre = buf
 	}
@@ -326,11 +335,40 @@ func (t *tunnel) serverSide() {
 	t.pipe(t.client, up, &t.recv)
 }
 
-// peekHello reads a ClientHello. The first byte may take as long as the idle
-// timeout (a client may wait for the server to speak first); the rest must
-// arrive within PeekTimeout, and at most maxHelloBytes are read.
-func (t *tunnel) peekHello(pre []byte) ([]byte, clientHello, error) {
+// first is what a tunnel's client sent first: a ClientHello, a plaintext
+// HTTP request head, or (neither) another protocol.
+type first struct {
+	hello *clientHello
+	head  *httpHead
+}
+
+// parseFirst reads the start of a tunnel: errNeedMore asks for more bytes,
+// errNotTLS means another protocol, relayed unchecked.
+func (t *tunnel) parseFirst(b []byte) (first, error) {
+	ch, err := parseClientHello(b)
+	if err == nil {
+		return first{hello: &ch}, nil
+	}
+	if !errors.Is(err, errNotTLS) {
+		return first{}, err
+	}
+	h, err := parseHTTPHead(b, t.p.cfg.MaxHeaderBytes)
+	switch {
+	case err == nil:
+		return first{head: &h}, nil
+	case errors.Is(err, errNotHTTP):
+		return first{}, errNotTLS
+	}
+	return first{}, err
+}
+
+// peekFirst reads the client's first message: a ClientHello (at most
+// maxHelloBytes) or a plaintext HTTP request head (at most MaxHeaderBytes).
+// The first byte may take as long as the idle timeout (a client may wait
+// for the server to speak first); the rest must arrive within PeekTimeout.
+func (t *tunnel) peekFirst(pre []byte) ([]byte, first, error) {
 	c := t.client
+	limit := max(maxHelloBytes, t.p.cfg.MaxHeaderBytes)
 	// No deadline reset at the end: the relay sets its own at once, and on
 	// failure the tunnel closes.
 	buf := append(getHelloBuf(), pre...)
@@ -338,29 +376,29 @@ func (t *tunnel) peekHello(pre []byte) ([]byte, clientHello, error) {
 	idleSet := false
 	for {
 		if len(buf) > 0 {
-			ch, err := parseClientHello(buf)
+			f, err := t.parseFirst(buf)
 			if !errors.Is(err, errNeedMore) {
-				return buf, ch, err
+				return buf, f, err
 			}
-			if len(buf) >= maxHelloBytes {
-				return buf, ch, fmt.Errorf("%w: over %d bytes", errMalformed, maxHelloBytes)
+			if len(buf) >= limit {
+				return buf, f, fmt.Errorf("%w: over %d bytes", errMalformed, limit)
 			}
 			if peekUntil.IsZero() {
 				peekUntil = time.Now().Add(t.p.cfg.PeekTimeout)
 			}
 			if err := c.SetReadDeadline(peekUntil); err != nil {
-				return buf, ch, err
+				return buf, f, err
 			}
 		} else if !idleSet {
 			if err := c.SetReadDeadline(time.Now().Add(t.p.cfg.IdleTimeout)); err != nil {
-				return buf, clientHello{}, err
+				return buf, first{}, err
 			}
 			idleSet = true
 		}
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := c.Read(buf[len(buf):min(cap(buf), maxHelloBytes)])
+		n, err := c.Read(buf[len(buf):min(cap(buf), limit)])
 		buf = buf[:len(buf)+n]
 		if n > 0 {
 			t.touch()
@@ -376,11 +414,11 @@ func (t *tunnel) peekHello(pre []byte) ([]byte, clientHello, error) {
 				}
 			}
 			if len(buf) > 0 {
-				if _, perr := parseClientHello(buf); !errors.Is(perr, errNeedMore) {
+				if _, perr := t.parseFirst(buf); !errors.Is(perr, errNeedMore) {
 					continue // complete or decisive: let the top of the loop answer
 				}
 			}
-			return buf, clientHello{}, err
+			return buf, first{}, err
 		}
 	}
 }
