@@ -20,6 +20,17 @@ type Lookuper interface {
 	LookupIP(ctx context.Context, host string) (resolver.Answer, error)
 }
 
+// Interim is where an exchange that is still open registers for interim
+// audit records (DESIGN.md, "Audit record": event interim every
+// --audit-interim, same id, bytes so far). *audit.Logger implements it.
+// Open is called once per exchange at admission with the record's id and
+// start and a snap func that returns the record as it stands (safe to call
+// from another goroutine while the exchange runs); done is called once,
+// before the exchange's end record is written.
+type Interim interface {
+	Open(id string, start time.Time, snap func() audit.Record) (done func())
+}
+
 // Config configures a Proxy. Policy, Identity, Resolver, Guard, Audit and
 // Metrics are required.
 type Config struct {
@@ -35,6 +46,9 @@ type Config struct {
 	Guard *policy.Guard
 	// Audit receives one record per request or tunnel.
 	Audit *audit.Logger
+	// Interim registers open plain HTTP requests and tunnels for interim
+	// records; nil means none (only end records).
+	Interim Interim
 	// Metrics are the collectors; tests pass metrics.New().
 	Metrics *metrics.Metrics
 	// Logger logs what is not an audit record (panics, server errors).
