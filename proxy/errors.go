@@ -16,6 +16,9 @@ var (
 	ErrIdle = errors.New("proxy: idle timeout")
 	// ErrCut is the error of a tunnel cut at the drain deadline.
 	ErrCut = errors.New("proxy: cut at drain deadline")
+	// ErrRevoked is the error of a connection closed because a policy or
+	// identity change no longer allows it (Revalidate).
+	ErrRevoked = errors.New("proxy: revoked by a policy or identity change")
 )
 
 // Errors of the parsers of a tunnel's first bytes (TLS hello, HTTP head).

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,12 +19,15 @@ import (
 
 // exchange is one request or tunnel from admission to its audit record.
 type exchange struct {
-	p       *Proxy
-	rec     audit.Record
-	start   time.Time
-	src     netip.Addr
-	client  *policy.Client
-	dec     policy.Decision
+	p      *Proxy
+	rec    audit.Record
+	start  time.Time
+	src    netip.Addr
+	client *policy.Client
+	dec    policy.Decision
+	// outcome is what happened after the decision (audit.Outcome*); empty
+	// means refused for a denial and ok otherwise (see outcomeOf).
+	outcome string
 	host    string // normalized destination (or raw, when invalid)
 	port    int
 	written atomic.Bool
@@ -104,6 +108,7 @@ func (ex *exchange) finish(err error) {
 	r := &ex.rec
 	r.Host, r.Port = ex.host, ex.port
 	r.SetDecision(ex.dec)
+	r.Outcome = ex.outcomeOf(err)
 	if err != nil && r.Error == "" {
 		r.Error = audit.RedactText(err.Error())
 	}
@@ -118,4 +123,25 @@ func (ex *exchange) finish(err error) {
 		mc.received.Add(float64(r.BytesReceived))
 	}
 	ex.p.cfg.Audit.Write(r)
+}
+
+// outcomeOf is the record's outcome: revoked when a policy or identity
+// change cut the exchange (its decision, the new one, is a denial), refused
+// for another denial (an audit-mode allow with would_deny was not
+// refused), else what the exchange set, else what its error says (idle
+// timeout, drain cut), else ok.
+func (ex *exchange) outcomeOf(err error) string {
+	switch {
+	case ex.outcome == audit.OutcomeRevoked:
+		return ex.outcome
+	case !ex.dec.Allowed():
+		return audit.OutcomeRefused
+	case ex.outcome != "":
+		return ex.outcome
+	case errors.Is(err, ErrIdle):
+		return audit.OutcomeIdleTimeout
+	case errors.Is(err, ErrCut):
+		return audit.OutcomeDrained
+	}
+	return audit.OutcomeOK
 }

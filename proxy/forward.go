@@ -212,8 +212,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, ho
 		r.Body = countingBody{ReadCloser: r.Body, n: &sent}
 	}
 	cw := &countingWriter{ResponseWriter: w}
-	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
-	ex.live = ctx // before the Transport's dial goroutine starts
+	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), exchangeKey{}, ex))
+	defer cancel()
+	defer p.watchRequest(ctx, ex, cancel)() // revocation (revoke.go)
+	ex.live = ctx                           // before the Transport's dial goroutine starts
 	defer func() {
 		ex.rec.BytesSent, ex.rec.BytesReceived = sent.Load(), cw.n.Load()
 	}()

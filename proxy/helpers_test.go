@@ -128,6 +128,8 @@ type envOpt struct {
 	discardAudit bool
 	// log receives the proxy's own log (not audit records); nil discards.
 	log io.Writer
+	// identity replaces the store of the two test pods.
+	identity identity.Source
 }
 
 func newEnv(t testing.TB, o envOpt) *env {
@@ -169,6 +171,10 @@ func newEnv(t testing.TB, o envOpt) *env {
 	if o.lookup != nil {
 		look = o.lookup
 	}
+	var src identity.Source = store
+	if o.identity != nil {
+		src = o.identity
+	}
 	var gcfg policy.GuardConfig
 	if o.self {
 		gcfg.Self = []netip.AddrPort{netip.MustParseAddrPort(ln.Addr().String())}
@@ -183,7 +189,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 	}
 	p, err := New(Config{
 		Policy:   e.snap.Load,
-		Identity: store,
+		Identity: src,
 		Resolver: look,
 
 		MaxConnsPerClient: o.maxConns,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,9 +26,23 @@ type tunnel struct {
 	ex     *exchange
 	client net.Conn
 
+	// mu guards the connections and what Revalidate reads and decides
+	// while the tunnel runs. It is never held while bytes move.
 	mu       sync.Mutex
 	upstream net.Conn
 	closed   bool
+	// Set by start: from then on revocation decides the tunnel again.
+	admitted bool
+	peer     netip.AddrPort  // the dialled address, for the guard
+	check    string          // the CONNECT host; "" on the SNI listener
+	dec      policy.Decision // the decision in force; the record's at the end
+	revoked  bool            // cut by Revalidate; dec is the new decision
+	// Written under mu by the direction that reads them; read by end, by
+	// Revalidate and by interim snapshots.
+	notTLS bool
+	hello  *clientHello
+	head   *httpHead
+	server *serverHello
 
 	errOnce sync.Once
 	err     error
@@ -37,11 +52,12 @@ type tunnel struct {
 	last       atomic.Int64 // unix nanoseconds of the last byte moved either way
 	pending    atomic.Int32 // directions still running
 
-	// Written by one direction before it ends, read by the last one.
-	notTLS bool
-	hello  *clientHello
-	server *serverHello
 	active bool // counted in ActiveTunnels
+	// upstreamSilent: the upstream ended (EOF or error) before sending a
+	// byte. Written by the server side before it ends, read by end.
+	upstreamSilent bool
+	// interimDone unregisters the tunnel from interim records.
+	interimDone func()
 
 	// release frees the client's slot of MaxConnsPerClient; nil when the
 	// tunnel holds none.
@@ -92,6 +108,20 @@ func (t *tunnel) closeBoth() {
 	}
 }
 
+// abort closes both connections with a reset (SO_LINGER 0): what the
+// kernel still holds for the client is dropped, so a revoked tunnel stops
+// at once instead of after its socket buffers drain at the client's pace.
+func (t *tunnel) abort() {
+	t.mu.Lock()
+	for _, c := range []net.Conn{t.client, t.upstream} {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+	}
+	t.mu.Unlock()
+	t.closeBoth()
+}
+
 // cut ends the tunnel at the drain deadline.
 func (t *tunnel) cut() {
 	t.cutting.Store(true)
@@ -105,6 +135,25 @@ func (t *tunnel) cut() {
 // already parsed from them (SNI listener), nil to peek one (CONNECT); check
 // is the CONNECT host the SNI must equal.
 func (t *tunnel) start(pre []byte, hello *clientHello, check string, inline bool) {
+	ex := t.ex
+	if ex.rec.ID == "" {
+		ex.rec.ID = audit.NewID()
+	}
+	if ex.rec.Start.IsZero() {
+		ex.rec.Start = ex.start
+	}
+	peer, _ := netip.ParseAddrPort(ex.rec.Peer)
+	t.mu.Lock()
+	t.admitted, t.peer, t.check, t.dec = true, peer, check, ex.dec
+	t.mu.Unlock()
+	if t.p.cfg.Interim != nil {
+		t.interimDone = t.p.cfg.Interim.Open(ex.rec.ID, ex.start, t.snapshot)
+	}
+	// A change that Revalidate announced after this tunnel's decision was
+	// made found it not yet admitted: it is decided again here.
+	if t.p.revalidatedSince(ex.start) {
+		t.p.recheckTunnel(t, t.p.cfg.Policy())
+	}
 	t.active = true
 	t.p.mc.activeTunnels(t.p.m, t.ex.rec.Kind).Inc()
 	t.pending.Store(2)
@@ -136,23 +185,66 @@ func (t *tunnel) guard(f func()) {
 // direction to finish.
 func (t *tunnel) end() {
 	t.closeBoth()
+	if t.interimDone != nil {
+		t.interimDone()
+	}
 	ex := t.ex
 	if t.active {
 		t.p.mc.activeTunnels(t.p.m, ex.rec.Kind).Dec()
 	}
 	ex.rec.BytesSent, ex.rec.BytesReceived = t.sent.Load(), t.recv.Load()
+	t.mu.Lock()
+	if tl := t.tlsLocked(); tl != nil {
+		ex.rec.TLS = tl
+	}
+	if t.admitted {
+		ex.dec = t.dec
+	}
+	switch {
+	case t.revoked:
+		ex.outcome = audit.OutcomeRevoked
+	case t.upstreamSilent && t.hello != nil && t.server == nil:
+		// The upstream closed or reset the handshake before a server
+		// hello: the upstream failed, not the policy nor the client.
+		ex.outcome = audit.OutcomeUpstreamError
+	}
+	t.mu.Unlock()
+	ex.finish(t.err)
+	t.p.untrack(t)
+}
+
+// tlsLocked is the record's tls as far as the tunnel has seen it; nil when
+// nothing was read from the client. t.mu is held.
+func (t *tunnel) tlsLocked() *audit.TLS {
 	switch {
 	case t.notTLS:
-		ex.rec.TLS = &audit.TLS{Result: resultNotTLS}
+		return &audit.TLS{Result: resultNotTLS}
 	case t.hello != nil:
 		tl := &audit.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, ECH: t.hello.ECH, Result: resultNoServerHello}
 		if s := t.server; s != nil {
 			tl.Version, tl.Cipher, tl.ALPN, tl.Result = s.Version, s.Cipher, s.ALPN, s.Result
 		}
-		ex.rec.TLS = tl
+		return tl
 	}
-	ex.finish(t.err)
-	t.p.untrack(t)
+	return nil
+}
+
+// snapshot is the tunnel's record as it stands, for an interim record: the
+// decision in force, what was seen of TLS and the bytes so far.
+func (t *tunnel) snapshot() audit.Record {
+	ex := t.ex
+	t.mu.Lock()
+	r := ex.rec
+	dec := t.dec
+	if tl := t.tlsLocked(); tl != nil {
+		r.TLS = tl
+	}
+	t.mu.Unlock()
+	r.Host, r.Port = ex.host, ex.port
+	r.SetDecision(dec)
+	r.BytesSent, r.BytesReceived = t.sent.Load(), t.recv.Load()
+	r.DurationMS = float64(time.Since(ex.start).Microseconds()) / 1000
+	return r
 }
 
 // clientSide reads and checks the ClientHello, forwards it, then relays
@@ -173,7 +265,7 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 		defer putHelloBuf(buf)
 		switch {
 		case errors.Is(err, errNotTLS):
-			t.notTLS = true // another protocol (SSH, ...): relayed as is
+			t.setNotTLS() // another protocol (SSH, ...): relayed as is
 		case err != nil && len(buf) == 0 && errors.Is(err, io.EOF):
 			// The client closed without sending anything.
 			closeWrite(up)
@@ -183,30 +275,38 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 			t.endDirection(up, err)
 			return false
 		case err != nil:
-			t.notTLS = errors.Is(err, errBadHead)
+			if errors.Is(err, errBadHead) {
+				t.setNotTLS()
+			}
 			t.refuse(policy.Denied(policy.ReasonBadRequest), fmt.Errorf("proxy: reading the tunnel's first bytes: %w", err))
 			return false
 		case first.head != nil:
-			t.notTLS = true
-			d, err := checkPlainHead(t.ex.dec, first.head, check, t.ex.port)
+			t.mu.Lock()
+			t.notTLS, t.head = true, first.head
+			d, err := checkPlainHead(t.dec, first.head, check, t.ex.port)
+			t.setDecLocked(d)
+			t.mu.Unlock()
 			if err != nil {
-				t.refuse(d, err)
+				t.fail(err)
+				t.closeBoth()
 				return false
 			}
-			t.ex.dec = d
 		default:
 			hello = first.hello
 		}
 		pre = buf
 	}
 	if hello != nil {
+		t.mu.Lock()
 		t.hello = hello
-		d, err := checkHello(t.ex.dec, hello, check)
+		d, err := checkHello(t.dec, hello, check)
+		t.setDecLocked(d)
+		t.mu.Unlock()
 		if err != nil {
-			t.refuse(d, err)
+			t.fail(err)
+			t.closeBoth()
 			return false
 		}
-		t.ex.dec = d
 	}
 	if len(pre) > 0 {
 		n, err := up.Write(pre)
@@ -243,9 +343,25 @@ func putHelloBuf(b []byte) {
 // refuse closes a tunnel whose 200 was already sent: the only way left to
 // refuse it. The record carries the denial.
 func (t *tunnel) refuse(d policy.Decision, err error) {
-	t.ex.dec = d
+	t.mu.Lock()
+	t.setDecLocked(d)
+	t.mu.Unlock()
 	t.fail(err)
 	t.closeBoth()
+}
+
+// setDecLocked makes d the decision in force, unless Revalidate revoked
+// the tunnel meanwhile: its decision stays the record's. t.mu is held.
+func (t *tunnel) setDecLocked(d policy.Decision) {
+	if !t.revoked {
+		t.dec = d
+	}
+}
+
+func (t *tunnel) setNotTLS() {
+	t.mu.Lock()
+	t.notTLS = true
+	t.mu.Unlock()
 }
 
 // checkHello is the TLS step of every tunnel: d is the decision of the
@@ -302,7 +418,9 @@ func (t *tunnel) serverSide() {
 			sh, perr := parseServerFirst(buf)
 			if !errors.Is(perr, errNeedMore) || len(buf) >= maxHelloBytes {
 				if perr == nil {
+					t.mu.Lock()
 					t.server = &sh
+					t.mu.Unlock()
 				}
 				break
 			}
@@ -319,6 +437,11 @@ func (t *tunnel) serverSide() {
 				break // forward what came, the relay sees the error again
 			}
 			putHelloBuf(buf)
+			// Silent unless the tunnel closed it itself (the client's
+			// side ended, a refusal, a revocation, a cut) or it idled.
+			t.mu.Lock()
+			t.upstreamSilent = !t.closed && !errors.Is(err, ErrIdle)
+			t.mu.Unlock()
 			t.endDirection(t.client, err)
 			return
 		}
