@@ -130,6 +130,8 @@ type envOpt struct {
 	log io.Writer
 	// identity replaces the store of the two test pods.
 	identity identity.Source
+	// interim is Config.Interim.
+	interim Interim
 }
 
 func newEnv(t testing.TB, o envOpt) *env {
@@ -201,6 +203,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 		Logger:            slog.New(slog.NewTextHandler(logW, nil)),
 		Mode:              o.mode,
 		IdleTimeout:       o.idle,
+		Interim:           o.interim,
 	})
 	if err != nil {
 		t.Fatal(err)
