@@ -132,8 +132,10 @@ func (t *tunnel) cut() {
 // start runs the relay: the client side in the calling goroutine when
 // inline, else in a new one, and the server side in a new goroutine. pre
 // holds bytes already read from the client; hello is the ClientHello
-// already parsed from them (SNI listener), nil to peek one (CONNECT); check
-// is the CONNECT host the SNI must equal.
+// already parsed from them (SNI listener), nil to peek the client's first
+// message (CONNECT); check is the CONNECT host that the SNI or a plaintext
+// Host must name. From here on Revalidate decides the tunnel again after
+// every change.
 func (t *tunnel) start(pre []byte, hello *clientHello, check string, inline bool) {
 	ex := t.ex
 	if ex.rec.ID == "" {
@@ -247,17 +249,19 @@ func (t *tunnel) snapshot() audit.Record {
 	return r
 }
 
-// clientSide reads and checks the ClientHello, forwards it, then relays
-// client to upstream.
+// clientSide reads and checks the client's first message, forwards it,
+// then relays client to upstream.
 func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
 	if t.clientFirst(pre, hello, check) {
 		t.pipe(t.upstream, t.client, &t.sent)
 	}
 }
 
-// clientFirst reads (unless given) and checks the ClientHello and forwards
-// it; false when the direction has ended. The buffer it read into goes back
-// to the pool before the relay starts.
+// clientFirst reads (unless given) and checks the client's first message (a
+// ClientHello: checkHello; a plaintext HTTP head: checkPlainHead; anything
+// else passes as not-tls) and forwards it; false when the direction has
+// ended. The buffer it read into goes back to the pool before the relay
+// starts.
 func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool {
 	up := t.upstream
 	if hello == nil {
@@ -320,8 +324,8 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 	return true
 }
 
-// helloBufs holds the buffers that a ClientHello or the server's first
-// flight is read into: a ClientHello with a post-quantum key share is about
+// helloBufs holds the buffers that a client's first message or the
+// server's first flight is read into: a ClientHello with a post-quantum key share is about
 // 2 KiB, a server's first read a few KiB. They go back before the relay
 // starts, so an idle tunnel holds none.
 var helloBufs = sync.Pool{New: func() any { b := make([]byte, helloBufSize); return &b }}
@@ -574,9 +578,9 @@ func closeWrite(c net.Conn) {
 	c.Close()
 }
 
-// waitErr turns a read deadline into an idle decision: the deadline is moved
-// while the other direction moved bytes, and ErrIdle comes only when neither
-// did for IdleTimeout.
+// extendIdle turns a read deadline into an idle decision: the deadline is
+// moved while the other direction moved bytes, and ErrIdle comes only when
+// neither did for IdleTimeout.
 func (t *tunnel) extendIdle(src net.Conn) (bool, error) {
 	last := time.Unix(0, t.last.Load())
 	until := last.Add(t.p.cfg.IdleTimeout)
