@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -64,10 +65,12 @@ func (p *Proxy) revalidateLoop() {
 		for p.revalPending.Swap(false) {
 			start := time.Now()
 			checked, revoked := p.revalidate()
+			level := slog.LevelDebug
 			if revoked > 0 {
-				p.log.Info("proxy: revoked open connections after a policy or identity change",
-					"checked", checked, "revoked", revoked, "duration", time.Since(start).String())
+				level = slog.LevelInfo
 			}
+			p.log.Log(context.Background(), level, "proxy: open connections decided again",
+				"checked", checked, "revoked", revoked, "duration", time.Since(start).String())
 		}
 		p.revalRunning.Store(false)
 		// A Revalidate between the last Swap and the Store found the loop
