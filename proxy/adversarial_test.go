@@ -426,32 +426,30 @@ func TestAdversarialSmuggling(t *testing.T) {
 		})
 	}
 
-	t.Run("TE on HTTP/1.0: Content-Length frames it, the rest is a new request, decided anew", func(t *testing.T) {
-		// net/http ignores Transfer-Encoding on HTTP/1.0 (RFC 9112 §6.1
-		// would close after it). No desync reaches an origin: every
-		// upstream connection carries one request framed by egressd.
+	t.Run("TE on HTTP/1.0 is refused, and nothing after it is read", func(t *testing.T) {
+		// RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message is
+		// faulty framing. net/http let Content-Length frame it; egressd
+		// refuses it and closes, so no second request hides in it.
 		c := dialFrom(t, podIP, e.addr)
 		io.WriteString(c, "POST http://"+h+"/echo HTTP/1.0\r\nHost: "+h+"\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"+
 			"3\r\nGET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n")
 		br := bufio.NewReader(c)
-		for i, want := range []struct {
-			status int
-			reason string
-		}{{200, "allowed"}, {403, "not-allowlisted"}} {
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatalf("response %d: %v", i, err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			r := e.sink.next(t)
-			if resp.StatusCode != want.status || r.Reason != want.reason {
-				t.Fatalf("response %d: status %d reason %q, want %d %q", i, resp.StatusCode, r.Reason, want.status, want.reason)
-			}
-			if want.status == 200 {
-				if seen := <-e.seen; seen.Get("X-Seen-Body") != "3\r\n" {
-					t.Fatalf("origin saw body %q", seen.Get("X-Seen-Body"))
-				}
-			}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		r := e.sink.next(t)
+		if resp.StatusCode != 400 || r.Reason != "bad-request" || r.Host != "models.test" {
+			t.Fatalf("status %d record %+v", resp.StatusCode, r)
+		}
+		if _, err := http.ReadResponse(br, nil); err == nil {
+			t.Fatal("a second response")
+		}
+		select {
+		case l := <-e.sink.lines:
+			t.Fatalf("second record %s", l)
+		default:
 		}
 	})
 
@@ -675,27 +673,35 @@ func TestAdversarialExhaustion(t *testing.T) {
 			}
 			open = append(open, c)
 		}
+		// Refused connections are counted, not recorded one by one: a
+		// summary per client, kind and second (Flush stands for the
+		// second passing).
+		const extra = 5
 		for _, tc := range []struct {
 			name string
 			run  func() error
 		}{
-			{"one more proxy connection gets 429", func() error {
-				c := dialFrom(t, podIP, e.addr)
-				fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
-				resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
-				if err != nil {
-					return err
-				}
-				if resp.StatusCode != 429 || resp.Header.Get("X-Egressd-Reason") != "too-many-connections" {
-					return fmt.Errorf("status %d reason %q", resp.StatusCode, resp.Header.Get("X-Egressd-Reason"))
+			{"more proxy connections get 429", func() error {
+				for range extra {
+					c := dialFrom(t, podIP, e.addr)
+					fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+					resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+					if err != nil {
+						return err
+					}
+					if resp.StatusCode != 429 || resp.Header.Get("X-Egressd-Reason") != "rate-limited" {
+						return fmt.Errorf("status %d reason %q", resp.StatusCode, resp.Header.Get("X-Egressd-Reason"))
+					}
 				}
 				return nil
 			}},
-			{"one more SNI connection is closed unread", func() error {
-				c := dialFrom(t, podIP, ln.Addr().String())
-				c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				if n, _ := c.Read(make([]byte, 1)); n != 0 {
-					return fmt.Errorf("read %d bytes", n)
+			{"more SNI connections are closed unread", func() error {
+				for range extra {
+					c := dialFrom(t, podIP, ln.Addr().String())
+					c.SetReadDeadline(time.Now().Add(10 * time.Second))
+					if n, _ := c.Read(make([]byte, 1)); n != 0 {
+						return fmt.Errorf("read %d bytes", n)
+					}
 				}
 				return nil
 			}},
@@ -704,12 +710,25 @@ func TestAdversarialExhaustion(t *testing.T) {
 				if err := tc.run(); err != nil {
 					t.Fatal(err)
 				}
-				r := e.sink.next(t)
-				if r.Verdict != "deny" || r.Reason != "too-many-connections" || r.Client.Pod != "llm-0" {
-					t.Fatalf("record %+v", r)
-				}
 			})
 		}
+		t.Run("one summary record per kind", func(t *testing.T) {
+			e.p.overLimit.Flush()
+			kinds := map[string]audit.Record{}
+			for range 2 {
+				r := e.sink.next(t)
+				kinds[r.Kind] = r
+			}
+			for _, kind := range []string{audit.KindHTTP, audit.KindSNI} {
+				r := kinds[kind]
+				if r.Verdict != "deny" || r.Reason != "rate-limited" || r.Outcome != audit.OutcomeRefused || r.Count != extra || r.Client.Pod != "llm-0" {
+					t.Fatalf("%s summary %+v", kind, r)
+				}
+			}
+			if kinds[audit.KindHTTP].HTTP == nil || kinds[audit.KindHTTP].HTTP.Status != 429 {
+				t.Fatalf("http summary %+v", kinds[audit.KindHTTP].HTTP)
+			}
+		})
 		t.Run("another client is still served", func(t *testing.T) {
 			c, resp := e.connect(otherIP, target)
 			c.Close()

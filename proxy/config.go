@@ -31,6 +31,16 @@ type Interim interface {
 	Open(id string, start time.Time, snap func() audit.Record) (done func())
 }
 
+// HTTPPath is what a plain HTTP record says of the request path
+// (--audit-http-path).
+type HTTPPath string
+
+// Values of Config.AuditHTTPPath.
+const (
+	HTTPPathNone HTTPPath = "none"
+	HTTPPathFull HTTPPath = "full"
+)
+
 // Config configures a Proxy. Policy, Identity, Resolver, Guard, Audit and
 // Metrics are required.
 type Config struct {
@@ -49,6 +59,17 @@ type Config struct {
 	// Interim registers open plain HTTP requests and tunnels for interim
 	// records; nil means none (only end records).
 	Interim Interim
+	// AuditAvailable reports whether records can be written now
+	// ((*audit.Logger).Available under --audit-failure closed). While it
+	// is false, new requests are refused with 503 and reason
+	// audit-unavailable (and still recorded: the logger buffers what it
+	// can). Nil means always available.
+	AuditAvailable func() bool
+	// AuditHTTPPath is what plain HTTP records say of the request path:
+	// HTTPPathNone (zero: no path; tokens live in paths too) or
+	// HTTPPathFull (the path without its query, for those who accept the
+	// risk).
+	AuditHTTPPath HTTPPath
 	// Metrics are the collectors; tests pass metrics.New().
 	Metrics *metrics.Metrics
 	// Logger logs what is not an audit record (panics, server errors).
@@ -58,7 +79,11 @@ type Config struct {
 	Mode policy.Mode
 	// DialTimeout bounds one TCP connect to one address; zero means 10s.
 	DialTimeout time.Duration
-	// HeaderTimeout bounds reading a request's header; zero means 10s.
+	// HeaderTimeout bounds reading a request head: from the accept for a
+	// connection's first request, from its first byte for the next ones.
+	// A head still incomplete then is answered 408 and recorded; a
+	// connection that sent nothing is closed without a record. Zero means
+	// 10s.
 	HeaderTimeout time.Duration
 	// IdleTimeout closes a tunnel when neither direction moved a byte for
 	// that long, and a kept-alive client connection between requests;
@@ -71,15 +96,17 @@ type Config struct {
 	// ResponseHeaderTimeout bounds waiting for an origin's response header
 	// on forwarded plain HTTP; zero means 5m (slow, non-streaming LLM calls).
 	ResponseHeaderTimeout time.Duration
-	// MaxHeaderBytes bounds a request header; zero means 32 KiB.
+	// MaxHeaderBytes bounds a request head, request line included; over it
+	// the answer is 431. Zero means 32 KiB.
 	MaxHeaderBytes int
 	// MaxConnsPerClient bounds the connections one source IP holds open at
 	// once on all listeners together (requests, tunnels and transparent
 	// connections), so that one pod, or one unknown source, cannot take
 	// every descriptor and goroutine of the proxy. Over it a connection is
-	// answered 429 (HTTP listeners) or closed (SNI listener), with a record
-	// whose reason is too-many-connections. Zero means 1024; negative means
-	// no limit.
+	// answered 429 (HTTP listeners) or closed (SNI listener) and counted in
+	// one summary record per client, kind and second (reason rate-limited,
+	// count), so that a flood of refused connections is not a flood of
+	// records. Zero means 1024; negative means no limit.
 	MaxConnsPerClient int
 }
 
@@ -111,6 +138,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.MaxConnsPerClient == 0 {
 		cfg.MaxConnsPerClient = 1024
+	}
+	if cfg.AuditHTTPPath == "" {
+		cfg.AuditHTTPPath = HTTPPathNone
 	}
 	return cfg
 }
@@ -147,6 +177,9 @@ func (cfg Config) Validate() error {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v: must not be negative", d.name, d.v))
 		}
+	}
+	if cfg.AuditHTTPPath != "" && cfg.AuditHTTPPath != HTTPPathNone && cfg.AuditHTTPPath != HTTPPathFull {
+		errs = append(errs, fmt.Errorf("AuditHTTPPath %q: want %q or %q", cfg.AuditHTTPPath, HTTPPathNone, HTTPPathFull))
 	}
 	if cfg.MaxHeaderBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxHeaderBytes %d: must not be negative", cfg.MaxHeaderBytes))

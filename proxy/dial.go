@@ -4,28 +4,45 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
 )
 
-// refusal is why a request gets no connection: a denial (403) or an upstream
-// failure (502/504), with the reason that goes in the header and record.
+// refusal is why a request gets no connection: a denial (403, 400, 503)
+// or an upstream failure (502/504). reason is what X-Egressd-Reason says:
+// the decision's reason for a denial, the outcome for an upstream failure
+// (resolve-failed, dial-failed, dial-timeout, upstream-error); the record's
+// reason is always the decision's.
 type refusal struct {
 	status int
-	reason policy.Reason
+	reason string
 	err    error
+}
+
+// deny is the refusal of a denied decision.
+func deny(status int, d policy.Decision, err error) *refusal {
+	return &refusal{status: status, reason: string(d.Reason), err: err}
+}
+
+// upstreamFailure records what went wrong after an allowed decision in the
+// exchange's outcome (the decision stays as it is) and returns its refusal.
+func (ex *exchange) upstreamFailure(status int, outcome string, err error) *refusal {
+	ex.outcome = outcome
+	return &refusal{status: status, reason: outcome, err: err}
 }
 
 func (r *refusal) Error() string {
 	if r.err != nil {
 		return fmt.Sprintf("%s: %v", r.reason, r.err)
 	}
-	return string(r.reason)
+	return r.reason
 }
 
 func (r *refusal) Unwrap() error { return r.err }
@@ -35,7 +52,8 @@ const maxHostLen = 253
 
 // admit identifies the client, normalizes the host and decides. On refusal
 // ex.dec holds the denial. Order matters: an unknown client is refused
-// before its host is even looked at, in every mode.
+// before its host is even looked at, in every mode; while records cannot be
+// written (Config.AuditAvailable) nothing is served.
 func (p *Proxy) admit(ex *exchange, rawHost string, port int) *refusal {
 	ex.port = port
 	host, herr := policy.NormalizeHost(rawHost)
@@ -44,26 +62,28 @@ func (p *Proxy) admit(ex *exchange, rawHost string, port int) *refusal {
 	} else {
 		ex.host = host
 	}
-	c, ok := p.cfg.Identity.Lookup(ex.src)
-	if !ok {
+	c := p.identify(ex)
+	if c == nil {
 		ex.dec = policy.Denied(policy.ReasonUnknownClient)
-		return &refusal{status: http.StatusForbidden, reason: policy.ReasonUnknownClient}
+		return deny(http.StatusForbidden, ex.dec, nil)
 	}
-	ex.client = c
-	ex.rec.Client = audit.ClientOf(ex.src, c)
+	if p.cfg.AuditAvailable != nil && !p.cfg.AuditAvailable() {
+		ex.dec = policy.Denied(policy.ReasonAuditUnavailable)
+		return deny(http.StatusServiceUnavailable, ex.dec, errAuditUnavailable)
+	}
 	if herr != nil || host == "" {
 		ex.dec = policy.Denied(policy.ReasonInvalidHost)
-		return &refusal{status: http.StatusBadRequest, reason: policy.ReasonInvalidHost, err: herr}
+		return deny(http.StatusBadRequest, ex.dec, herr)
 	}
 	if port < 1 || port > 65535 {
 		ex.dec = policy.Denied(policy.ReasonBadRequest)
-		return &refusal{status: http.StatusBadRequest, reason: policy.ReasonBadRequest, err: fmt.Errorf("port %d out of range", port)}
+		return deny(http.StatusBadRequest, ex.dec, fmt.Errorf("port %d out of range", port))
 	}
 	// Decide refuses metadata names first, whatever a rule says and in
 	// every mode, so they are refused here before any lookup.
 	ex.dec = p.cfg.Policy().Decide(policy.DecideArgs{Client: c, Host: host, Port: port, Mode: p.cfg.Mode})
 	if !ex.dec.Allowed() {
-		return &refusal{status: http.StatusForbidden, reason: ex.dec.Reason}
+		return deny(http.StatusForbidden, ex.dec, nil)
 	}
 	return nil
 }
@@ -84,7 +104,7 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 			if err == nil {
 				err = errors.New("no addresses")
 			}
-			return nil, p.fail(ex, http.StatusBadGateway, policy.ReasonResolveFailed, fmt.Errorf("%w: %q: %w", ErrResolve, ex.host, err))
+			return nil, ex.upstreamFailure(http.StatusBadGateway, audit.OutcomeResolveFailed, fmt.Errorf("%w: %q: %w", ErrResolve, ex.host, err))
 		}
 		addrs = ans.Addrs
 	}
@@ -112,8 +132,7 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 	}
 	if len(permitted) == 0 {
 		ex.dec = refusedDec
-		return nil, &refusal{status: http.StatusForbidden, reason: refusedDec.Reason,
-			err: fmt.Errorf("%w: every address of %q refused by the guard", ErrDenied, ex.host)}
+		return nil, deny(http.StatusForbidden, refusedDec, fmt.Errorf("%w: every address of %q refused by the guard", ErrDenied, ex.host))
 	}
 	if softened && !ex.dec.WouldDeny {
 		ex.dec = softDec
@@ -139,36 +158,53 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 			break
 		}
 	}
-	status := http.StatusBadGateway
 	if timedOut {
-		status = http.StatusGatewayTimeout
+		return nil, ex.upstreamFailure(http.StatusGatewayTimeout, audit.OutcomeDialTimeout, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...)))
 	}
-	return nil, p.fail(ex, status, policy.ReasonDialFailed, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...)))
-}
-
-// fail records an upstream failure: the verdict of the decision stays (the
-// policy allowed the request), the reason says why it went nowhere.
-func (p *Proxy) fail(ex *exchange, status int, reason policy.Reason, err error) *refusal {
-	ex.dec.Reason = reason
-	return &refusal{status: status, reason: reason, err: err}
+	return nil, ex.upstreamFailure(http.StatusBadGateway, audit.OutcomeDialFailed, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...)))
 }
 
 // writeRefusal answers a refused request: the status, X-Egressd-Reason and a
 // one-line body naming host, pod and reason. Never 407: a policy denial is
 // not an authentication problem, and clients would retry with credentials.
 func writeRefusal(w http.ResponseWriter, ex *exchange, rf *refusal) {
+	body := refusalBody(ex, rf)
 	h := w.Header()
-	h.Set("X-Egressd-Reason", string(rf.reason))
+	h.Set("X-Egressd-Reason", rf.reason)
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(rf.status)
+	_, _ = io.WriteString(w, body)
+	ex.setStatus(rf.status)
+}
+
+// refusalBody is the one-line body of a refusal.
+func refusalBody(ex *exchange, rf *refusal) string {
 	verb := "denied"
 	if rf.status >= 500 {
 		verb = "failed"
 	}
-	w.WriteHeader(rf.status)
-	fmt.Fprintf(w, "egressd: %s %s for %s: %s\n", verb, net.JoinHostPort(ex.host, fmt.Sprint(ex.port)), ex.who(), rf.reason)
-	ex.rec.HTTP = httpOf(ex.rec.HTTP, rf.status)
+	return "egressd: " + verb + " " + net.JoinHostPort(ex.host, strconv.Itoa(ex.port)) + " for " + ex.who() + ": " + rf.reason + "\n"
+}
+
+// appendRefusal appends a whole refusal response (for connections that
+// close after it: CONNECT, refused heads, connections over the limit).
+func appendRefusal(b []byte, ex *exchange, rf *refusal) []byte {
+	body := refusalBody(ex, rf)
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(rf.status), 10)
+	b = append(b, ' ')
+	b = append(b, statusText(rf.status)...)
+	b = append(b, "\r\nX-Egressd-Reason: "...)
+	b = append(b, rf.reason...)
+	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	ex.setStatus(rf.status)
+	return b
 }
 
 func truncate(s string, n int) string {

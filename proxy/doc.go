@@ -13,26 +13,38 @@
 //
 //  0. accept: a source IP holding Config.MaxConnsPerClient connections
 //     (all listeners together; default 1024) gets no more: 429 with
-//     X-Egressd-Reason too-many-connections on the HTTP listeners, a plain
-//     close on the SNI listener, and a record with that reason.
-//  1. identity: the connection's source IP → pod; unknown → 403 unknown-client
-//     (every mode).
+//     X-Egressd-Reason rate-limited on the HTTP listeners, a plain close on
+//     the SNI listener; refusals are counted in one summary record per
+//     client, kind and second (reason rate-limited, count).
+//     head (proxy and Host listeners): egressd's own reader (head.go), not
+//     net/http's server: at most MaxHeaderBytes (431), complete within
+//     HeaderTimeout (408), strict framing (400, 501, 505); every head that
+//     began gets a record, refused or incomplete, with the method and host
+//     it named. A CONNECT then runs without net/http at all; plain HTTP
+//     requests go through httputil.ReverseProxy with egressd's framing
+//     (response.go).
+//  1. identity: identify, the one source IP → pod step; unknown → 403
+//     unknown-client (every mode). While Config.AuditAvailable says false:
+//     503 audit-unavailable.
 //  2. host: policy.NormalizeHost; invalid → 400 invalid-host.
-//  3. decide: Snapshot.Decide(pod, host, port).InMode(mode) — metadata names
+//  3. decide: Snapshot.Decide with the instance's mode — metadata names
 //     first (403 metadata, every mode, before any lookup); denied → 403 with
 //     X-Egressd-Reason and a one-line body naming host, pod and reason
 //     (never 407). In audit mode a denial other than the never class passes
-//     with would_deny.
+//     with would_deny. A CONNECT target given as an absolute URI is decided
+//     on the host it names and then refused as a bad request.
 //  4. resolve: an IP literal is not looked up; a name goes through the
-//     Lookuper once (the record shows its answer); failure → 502 resolve-failed.
-//  5. guard: every candidate address through Guard.Permit; refused ones are
+//     Lookuper once (the record shows its answer); failure → 502, outcome
+//     resolve-failed.
+//  5. guard: every candidate address through Guard.Check; refused ones are
 //     skipped; none left → 403 with the guard's reason (never class in every
 //     mode, private-address softened in audit mode).
 //  6. dial exactly the permitted ip:port (zone dropped, IPv4-mapped as
 //     IPv4: what the guard classified), in order, falling through on
-//     failure; no second resolution. All failed → 502 dial-failed (504 when
-//     a connect timed out). A failure keeps the allow verdict and the rule,
-//     with the failure as reason.
+//     failure; no second resolution. All failed → 502 dial-failed (504
+//     dial-timeout when a connect timed out). A failure keeps the decision
+//     (verdict allow, reason allowed, the rule): what went wrong is the
+//     record's outcome, and X-Egressd-Reason names it.
 //  7. relay:
 //     - CONNECT: 200, then the client's first message is read (the first
 //     byte may wait up to IdleTimeout, the rest PeekTimeout). A ClientHello
@@ -59,18 +71,23 @@
 //     - HTTP (absolute-form, or Host on the transparent listener): each
 //     request is decided anew (the URL decides in absolute form, never the
 //     Host field), forwarded with Host set to the decided name and port,
-//     hop-by-hop and Proxy-* fields removed and no X-Forwarded-*, over a
-//     fresh guarded connection (no
-//     upstream keep-alive: a pooled connection was checked for another
-//     request's decision). https:// in absolute form is refused (400): use
-//     CONNECT. Upgrade is refused on this path.
-//  8. audit: one record when the request or tunnel ends: decision, outcome
-//     (a tunnel: ok, idle-timeout, drained, upstream-error when the upstream
-//     closed before any server hello, revoked, refused), dns, peer, tls,
-//     http, bytes, duration, redacted error; id and start are set at
-//     admission, and Config.Interim gets a snapshot of open tunnels. Requests that net/http
-//     itself rejects (malformed, 431, missing Host) get a bad-request record
-//     too.
+//     hop-by-hop, Proxy-*, Expect and Egressd-Probe fields removed and no
+//     X-Forwarded-*, over a fresh guarded connection (no upstream
+//     keep-alive: a pooled connection was checked for another request's
+//     decision). https:// in absolute form is refused (400): use CONNECT.
+//     Upgrade is refused on this path. An origin that fails before its
+//     answer gives 502 (504 at ResponseHeaderTimeout), outcome
+//     upstream-error; one that fails inside its body, or whose body moves
+//     nothing for IdleTimeout, has its response cut (never completed) and
+//     outcome upstream-error or idle-timeout.
+//  8. audit: one record when the request or tunnel ends: decision, outcome,
+//     dns, peer, tls, http (method, status, redirect host; the path only
+//     with AuditHTTPPath full), probe (Egressd-Probe), bytes, duration,
+//     redacted error. A tunnel's outcome: ok, idle-timeout, drained,
+//     upstream-error when the upstream closed before any server hello,
+//     revoked, refused. Its id and start are set at admission; plain HTTP
+//     requests and tunnels are registered with Config.Interim while they
+//     run.
 //
 // Revalidate (revoke.go), called after every policy or identity change,
 // decides every open tunnel and forwarded request again in a goroutine of

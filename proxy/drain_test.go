@@ -3,15 +3,14 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/egressd/egressd/audit"
 )
@@ -19,8 +18,7 @@ import (
 // TestShutdownWaitsForStreamingHTTP: a plain HTTP response whose origin
 // never ends its body is cut at the drain deadline, and its record is
 // written before Shutdown returns: the CLI closes the audit log right after,
-// so a record written later is lost. Shutdown's Close does not wait for
-// handlers; the proxy must.
+// so a record written later is lost.
 func TestShutdownWaitsForStreamingHTTP(t *testing.T) {
 	origin := listen(t, "127.0.0.1:0")
 	port := origin.Addr().(*net.TCPAddr).Port
@@ -63,60 +61,40 @@ func TestShutdownWaitsForStreamingHTTP(t *testing.T) {
 	}
 }
 
-// hookConn calls onAbort when net/http aborts its background read with a
-// deadline in the past: in a CONNECT handler, that is inside Hijack, after
-// the tunnel was tracked and before its client is set.
-type hookConn struct {
-	net.Conn
-	once    sync.Once
-	onAbort func()
-}
-
-func (c *hookConn) SetReadDeadline(d time.Time) error {
-	err := c.Conn.SetReadDeadline(d)
-	if !d.IsZero() && d.Before(time.Unix(1000, 0)) {
-		c.once.Do(c.onAbort)
-	}
-	return err
-}
-
-type hookListener struct {
-	net.Listener
-	onAbort func()
-}
-
-func (l hookListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &hookConn{Conn: c, onAbort: l.onAbort}, nil
-}
-
-// TestConnectCutBeforeClientSet: a tunnel cut at the drain deadline
-// between being tracked and getting its client connection must not answer
-// 200 nor start: the cut closed nothing of the client then, and Shutdown
-// would wait for the tunnel until its idle timeout.
-func TestConnectCutBeforeClientSet(t *testing.T) {
+// TestConnectCutWhileDialling: a CONNECT still dialling at the drain
+// deadline is not answered 200 nor relayed, and its record (outcome
+// drained, the decision unchanged) is written before Shutdown returns.
+func TestConnectCutWhileDialling(t *testing.T) {
 	e := newEnv(t, envOpt{})
-	ln := listen(t, "127.0.0.1:0")
-	go e.p.ServeProxy(hookListener{Listener: ln, onAbort: func() {
-		// What Shutdown does at the drain deadline, at this exact point.
-		e.p.mu.Lock()
-		for tn := range e.p.tunnels {
-			tn.cut()
-		}
-		e.p.mu.Unlock()
-	}})
-	c := dialFrom(t, podIP, ln.Addr().String())
+	entered := make(chan struct{})
+	e.p.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		close(entered)
+		<-ctx.Done() // the drain deadline cancels the dial
+		return nil, ctx.Err()
+	}
+	c := dialFrom(t, podIP, e.addr)
 	target := fmt.Sprintf("models.test:%d", e.tlsPort)
 	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
-	b, err := io.ReadAll(c)
-	if err != nil || len(b) != 0 {
-		t.Fatalf("client read %q, %v; want EOF and no answer", b, err)
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.p.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown = %v, want context.Canceled", err)
 	}
-	r := e.sink.next(t)
-	if r.Kind != audit.KindConnect || !strings.Contains(r.Error, "cut at drain deadline") {
-		t.Fatalf("record %+v", r)
+	select {
+	case l := <-e.sink.lines:
+		var r audit.Record
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind != audit.KindConnect || r.Outcome != audit.OutcomeDrained || r.Verdict != "allow" || r.Reason != "allowed" {
+			t.Fatalf("record %s", l)
+		}
+	default:
+		t.Fatal("Shutdown returned before the CONNECT's record was written")
+	}
+	b, _ := io.ReadAll(c)
+	if strings.Contains(string(b), " 200 ") {
+		t.Fatalf("client got %q", b)
 	}
 }

@@ -19,7 +19,14 @@ var (
 	// ErrRevoked is the error of a connection closed because a policy or
 	// identity change no longer allows it (Revalidate).
 	ErrRevoked = errors.New("proxy: revoked by a policy or identity change")
+	// ErrUpstream wraps a failure of the upstream after the connection was
+	// made (an origin that closes or resets before its answer).
+	ErrUpstream = errors.New("proxy: upstream failed")
 )
+
+// errAuditUnavailable is the error of a request refused while records
+// cannot be written.
+var errAuditUnavailable = errors.New("proxy: audit records cannot be written")
 
 // Errors of the parsers of a tunnel's first bytes (TLS hello, HTTP head).
 var (

@@ -24,13 +24,23 @@ type exchange struct {
 	start  time.Time
 	src    netip.Addr
 	client *policy.Client
-	dec    policy.Decision
+	// identified is set once identify has looked src up.
+	identified bool
+	dec        policy.Decision
 	// outcome is what happened after the decision (audit.Outcome*); empty
 	// means refused for a denial and ok otherwise (see outcomeOf).
 	outcome string
 	host    string // normalized destination (or raw, when invalid)
 	port    int
 	written atomic.Bool
+
+	// sent and recv count a plain HTTP exchange's body bytes, read by the
+	// interim snapshot while the exchange runs (tunnels count their own).
+	sent, recv atomic.Int64
+	// idle watches a forwarded response's body (plain HTTP only).
+	idle *idleWatch
+	// bodyErr is the origin's failure inside its response body; under mu.
+	bodyErr error
 
 	// live is the forwarded request's own context. The Transport dials on
 	// context.WithoutCancel (Go 1.23+), so a dial may outlive the request
@@ -42,13 +52,35 @@ type exchange struct {
 	done bool
 }
 
+// newExchange starts the exchange of a request or tunnel from remote: its
+// id and start are set now, at admission, so that interim records and the
+// end record share them.
 func (p *Proxy) newExchange(kind string, remote net.Addr) *exchange {
-	ex := &exchange{p: p, start: time.Now(), dec: policy.Denied(policy.ReasonBadRequest)}
-	ex.src = addrOf(remote)
+	return p.newExchangeFrom(kind, addrOf(remote))
+}
+
+func (p *Proxy) newExchangeFrom(kind string, src netip.Addr) *exchange {
+	ex := &exchange{p: p, start: time.Now(), dec: policy.Denied(policy.ReasonBadRequest), src: src}
+	ex.rec.ID = audit.NewID()
+	ex.rec.Start = ex.start
 	ex.rec.Kind = kind
 	ex.rec.Mode = string(p.cfg.Mode)
-	ex.rec.Client = audit.ClientOf(ex.src, nil)
 	return ex
+}
+
+// identify is the one source IP → pod step of every listener: it looks the
+// exchange's source up once and fills the record's client (the pod's
+// identity, or the bare IP of an unknown source). It returns nil for an
+// unknown source.
+func (p *Proxy) identify(ex *exchange) *policy.Client {
+	if !ex.identified {
+		ex.identified = true
+		if c, ok := p.cfg.Identity.Lookup(ex.src); ok {
+			ex.client = c
+		}
+		ex.rec.Client = audit.ClientOf(ex.src, ex.client)
+	}
+	return ex.client
 }
 
 // addrOf returns the IP of a connection's remote address.
@@ -75,6 +107,54 @@ func (ex *exchange) who() string {
 	return "unknown client " + ex.src.String()
 }
 
+// upstreamErr returns the origin's failure inside its response body.
+func (ex *exchange) upstreamErr() error {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.bodyErr
+}
+
+// upstreamBroken reports whether the response must be cut, not completed:
+// the origin failed inside its body or the body idled out.
+func (ex *exchange) upstreamBroken() bool {
+	return ex.upstreamErr() != nil || ex.idle != nil && ex.idle.fired.Load()
+}
+
+// setStatus records the HTTP status answered; under mu, since an interim
+// snapshot may read the record meanwhile.
+func (ex *exchange) setStatus(status int) {
+	ex.mu.Lock()
+	ex.rec.HTTP = httpOf(ex.rec.HTTP, status)
+	ex.mu.Unlock()
+}
+
+// setError records err (redacted) unless an error is recorded already.
+func (ex *exchange) setError(err string) {
+	ex.mu.Lock()
+	if ex.rec.Error == "" {
+		ex.rec.Error = audit.RedactText(err)
+	}
+	ex.mu.Unlock()
+}
+
+// snapshot is the record as it stands, for an interim record: a copy, with
+// the bytes so far and the decision in force.
+func (ex *exchange) snapshot() audit.Record {
+	ex.mu.Lock()
+	r := ex.rec
+	dec := ex.dec
+	if r.HTTP != nil {
+		h := *r.HTTP
+		r.HTTP = &h
+	}
+	ex.mu.Unlock()
+	r.Host, r.Port = ex.host, ex.port
+	r.SetDecision(dec)
+	r.BytesSent, r.BytesReceived = ex.sent.Load(), ex.recv.Load()
+	r.DurationMS = float64(time.Since(ex.start).Microseconds()) / 1000
+	return r
+}
+
 // setDNS copies what the record shows of a lookup.
 func (ex *exchange) setDNS(a resolver.Answer) {
 	d := &audit.DNS{
@@ -96,8 +176,8 @@ func (ex *exchange) setDNS(a resolver.Answer) {
 	ex.rec.DNS = d
 }
 
-// finish writes the record exactly once: the decision, the end state and
-// the counters. err, when not nil, goes in redacted.
+// finish writes the record exactly once: the decision, the outcome, the
+// end state and the counters. err, when not nil, goes in redacted.
 func (ex *exchange) finish(err error) {
 	if !ex.written.CompareAndSwap(false, true) {
 		return
@@ -106,6 +186,9 @@ func (ex *exchange) finish(err error) {
 	ex.done = true
 	ex.mu.Unlock()
 	r := &ex.rec
+	if !ex.identified {
+		ex.p.identify(ex)
+	}
 	r.Host, r.Port = ex.host, ex.port
 	r.SetDecision(ex.dec)
 	r.Outcome = ex.outcomeOf(err)

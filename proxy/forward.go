@@ -11,14 +11,17 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
 )
 
 // forwarder relays plain HTTP requests (absolute-form on the proxy
-// listener, Host-based on the transparent listener).
+// listener, Host-based on the Host listener) through httputil.ReverseProxy,
+// writing to the connection's responseWriter (response.go).
 //
 // Upstream connections are not kept alive: a pooled connection was dialled
 // for an earlier request's decision (its rule's cidrs, its guard check), and
@@ -71,7 +74,7 @@ func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net
 		ex.mu.Unlock()
 		return nil, fmt.Errorf("proxy: dial %s: request ended: %w", addr, context.Canceled)
 	}
-	d := &exchange{p: p, src: ex.src, client: ex.client, dec: ex.dec, host: ex.host, port: ex.port}
+	d := &exchange{p: p, src: ex.src, client: ex.client, identified: true, dec: ex.dec, host: ex.host, port: ex.port}
 	ex.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -87,6 +90,7 @@ func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net
 		return nil, fmt.Errorf("proxy: dial %s: request ended: %w", addr, context.Canceled)
 	}
 	ex.dec = d.dec
+	ex.outcome = d.outcome
 	if d.rec.DNS != nil {
 		ex.rec.DNS = d.rec.DNS
 	}
@@ -102,8 +106,11 @@ func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net
 // rewrite builds the outbound request. ReverseProxy has already removed the
 // hop-by-hop headers of RFC 9110 §7.6.1 (Connection and the fields it names,
 // Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade, Proxy-Connection,
-// Proxy-Authenticate, Proxy-Authorization); every other Proxy-* field goes
-// too, and no X-Forwarded-* is added: the pod's address stays inside.
+// Proxy-Authenticate, Proxy-Authorization) and the client's Forwarded and
+// X-Forwarded-*; every other Proxy-* field goes too, and no X-Forwarded-*
+// is added: the pod's address stays inside. Expect goes as well: egressd
+// answers 100 Continue itself when the body is first read. Egressd-Probe
+// never got into the header (the head reader keeps it for the record).
 func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 	ex := pr.In.Context().Value(exchangeKey{}).(*exchange)
 	out := pr.Out
@@ -121,41 +128,77 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 			delete(out.Header, k)
 		}
 	}
+	out.Header.Del("Expect")
 	out.RequestURI = ""
 }
 
+// modifyResponse records the status and a redirect's host (only its host:
+// a Location carries paths and signed queries), watches the body for an
+// upstream failure and starts the idle watch of the body's streaming.
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	ex := resp.Request.Context().Value(exchangeKey{}).(*exchange)
-	ex.rec.HTTP = httpOf(ex.rec.HTTP, resp.StatusCode)
+	redirect := ""
 	if loc := resp.Header.Get("Location"); loc != "" {
 		if u, err := resp.Request.URL.Parse(loc); err == nil {
-			ex.rec.HTTP.RedirectHost = u.Hostname()
+			redirect = u.Hostname()
 		}
 	}
+	ex.mu.Lock()
+	ex.rec.HTTP = httpOf(ex.rec.HTTP, resp.StatusCode)
+	ex.rec.HTTP.RedirectHost = redirect
+	ex.mu.Unlock()
+	if w := ex.idle; w != nil {
+		w.start()
+	}
+	resp.Body = &upstreamBody{ReadCloser: resp.Body, ex: ex}
 	return nil
 }
 
+// errorHandler answers a request that got no response: refused by the
+// dialer (a refusal: denial or dial failure), or failed after the
+// connection was made (upstream-error: the origin closed or reset before
+// answering, 502; its response header timed out, 504).
 func (f *forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	ex := r.Context().Value(exchangeKey{}).(*exchange)
 	var rf *refusal
 	if !errors.As(err, &rf) {
-		// The dial worked; the exchange failed afterwards (origin reset,
-		// response header timeout, client gone).
+		if errors.Is(err, context.Canceled) {
+			// The client left (or the drain cut it): nobody to answer.
+			ex.setError("client aborted")
+			return
+		}
 		status := http.StatusBadGateway
 		if isTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
 			status = http.StatusGatewayTimeout
 		}
-		if errors.Is(err, context.Canceled) {
-			ex.rec.Error = "client aborted"
-			return
-		}
-		rf = &refusal{status: status, reason: policy.ReasonDialFailed, err: err}
-		if ex.dec.Allowed() && !ex.dec.WouldDeny {
-			ex.dec.Reason = policy.ReasonDialFailed
-		}
+		rf = ex.upstreamFailure(status, audit.OutcomeUpstreamError, fmt.Errorf("%w: %w", ErrUpstream, err))
 	}
-	ex.rec.Error = audit.RedactText(err.Error())
+	ex.setError(err.Error())
 	writeRefusal(w, ex, rf)
+}
+
+// upstreamBody is a response body from the origin: a read error other
+// than EOF (the origin reset or closed inside its body) is remembered, so
+// that the client's response is cut rather than completed and the record
+// says upstream-error.
+type upstreamBody struct {
+	io.ReadCloser
+	ex *exchange
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && b.ex.idle != nil {
+		b.ex.idle.touch()
+	}
+	if err != nil && err != io.EOF {
+		b.ex.mu.Lock()
+		if b.ex.bodyErr == nil {
+			b.ex.bodyErr = err
+		}
+		b.ex.mu.Unlock()
+	}
+	return n, err
 }
 
 // httpOf returns h (or a new one) with the status set.
@@ -170,12 +213,15 @@ func httpOf(h *audit.HTTP, status int) *audit.HTTP {
 // countingBody counts request body bytes read by the transport.
 type countingBody struct {
 	io.ReadCloser
-	n *atomic.Int64
+	ex *exchange
 }
 
 func (b countingBody) Read(p []byte) (int, error) {
 	k, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(k))
+	b.ex.sent.Add(int64(k))
+	if k > 0 && b.ex.idle != nil {
+		b.ex.idle.touch()
+	}
 	return k, err
 }
 
@@ -183,21 +229,22 @@ func (b countingBody) Read(p []byte) (int, error) {
 // reachable through http.ResponseController.
 type countingWriter struct {
 	http.ResponseWriter
-	n atomic.Int64
+	ex *exchange
 }
 
-func (w *countingWriter) Write(p []byte) (int, error) {
+func (w countingWriter) Write(p []byte) (int, error) {
 	k, err := w.ResponseWriter.Write(p)
-	w.n.Add(int64(k))
+	w.ex.recv.Add(int64(k))
 	return k, err
 }
 
-func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// handleForward decides one plain HTTP request and forwards it. host and
-// port are the destination; ex already holds the client.
+// forward decides one plain HTTP request and forwards it. host and port
+// are the destination; ex already holds the client.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, host string, port int) {
 	if rf := p.admit(ex, host, port); rf != nil {
+		ex.setError(rf.Error())
 		writeRefusal(w, ex, rf)
 		return
 	}
@@ -207,19 +254,82 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, ho
 		p.refuseBadRequest(w, ex, errors.New("upgrade is not supported on plain HTTP; use CONNECT"))
 		return
 	}
-	var sent atomic.Int64
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = countingBody{ReadCloser: r.Body, n: &sent}
+	if p.cfg.Interim != nil {
+		defer p.cfg.Interim.Open(ex.rec.ID, ex.start, ex.snapshot)()
 	}
-	cw := &countingWriter{ResponseWriter: w}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = countingBody{ReadCloser: r.Body, ex: ex}
+	}
 	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), exchangeKey{}, ex))
 	defer cancel()
-	defer p.watchRequest(ctx, ex, cancel)() // revocation (revoke.go)
-	ex.live = ctx                           // before the Transport's dial goroutine starts
+	defer p.watchRequest(ex, cancel, clientConn(w))() // revocation (revoke.go)
+	// Once the response header is in, a body that moves no byte either way
+	// for IdleTimeout ends the request (outcome idle-timeout).
+	ex.idle = newIdleWatch(p.cfg.IdleTimeout, cancel)
+	defer ex.idle.stop()
+	ex.live = ctx // before the Transport's dial goroutine starts
 	defer func() {
-		ex.rec.BytesSent, ex.rec.BytesReceived = sent.Load(), cw.n.Load()
+		ex.rec.BytesSent, ex.rec.BytesReceived = ex.sent.Load(), ex.recv.Load()
+		if ex.idle.fired.Load() {
+			ex.outcome = audit.OutcomeIdleTimeout
+			ex.rec.Error = ErrIdle.Error()
+		} else if err := ex.upstreamErr(); err != nil && ex.outcome == "" && r.Context().Err() == nil {
+			ex.outcome = audit.OutcomeUpstreamError
+			ex.rec.Error = audit.RedactText(fmt.Errorf("%w: %w", ErrUpstream, err).Error())
+		}
 	}()
-	p.fwd.rp.ServeHTTP(cw, r.WithContext(ctx))
+	p.fwd.rp.ServeHTTP(countingWriter{ResponseWriter: w, ex: ex}, r.WithContext(ctx))
+}
+
+// idleWatch ends a streaming plain HTTP response when no byte moved either
+// way for its timeout: one timer per request, moved on by touch only when
+// it fires (as the tunnel's deadline is).
+type idleWatch struct {
+	timeout time.Duration
+	cancel  context.CancelFunc
+	last    atomic.Int64 // unix nanoseconds of the last byte either way
+	fired   atomic.Bool
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+}
+
+func newIdleWatch(timeout time.Duration, cancel context.CancelFunc) *idleWatch {
+	return &idleWatch{timeout: timeout, cancel: cancel}
+}
+
+func (w *idleWatch) touch() { w.last.Store(time.Now().UnixNano()) }
+
+func (w *idleWatch) start() {
+	w.touch()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped && w.t == nil {
+		w.t = time.AfterFunc(w.timeout, w.check)
+	}
+}
+
+func (w *idleWatch) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if left := time.Until(time.Unix(0, w.last.Load()).Add(w.timeout)); left > 0 {
+		w.t.Reset(left)
+		return
+	}
+	w.fired.Store(true)
+	w.cancel()
+}
+
+func (w *idleWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.t != nil {
+		w.t.Stop()
+	}
 }
 
 // hostHeader is the Host field for a decided host and port: the port is
@@ -237,15 +347,10 @@ func hostHeader(host string, port int) string {
 
 // refuseBadRequest answers 400 bad-request.
 func (p *Proxy) refuseBadRequest(w http.ResponseWriter, ex *exchange, err error) {
-	if ex.client == nil {
-		if c, ok := p.cfg.Identity.Lookup(ex.src); ok {
-			ex.client = c
-			ex.rec.Client = audit.ClientOf(ex.src, c)
-		}
-	}
+	p.identify(ex)
 	ex.dec = policy.Denied(policy.ReasonBadRequest)
-	ex.rec.Error = audit.RedactText(err.Error())
-	writeRefusal(w, ex, &refusal{status: http.StatusBadRequest, reason: policy.ReasonBadRequest, err: err})
+	ex.setError(err.Error())
+	writeRefusal(w, ex, deny(http.StatusBadRequest, ex.dec, err))
 }
 
 // requestHost splits an authority into host and port (def when absent).

@@ -1,10 +1,14 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
@@ -13,15 +17,171 @@ import (
 // connectEstablished is the answer to an admitted CONNECT (RFC 9110 §9.3.6).
 var connectEstablished = []byte("HTTP/1.1 200 Connection established\r\n\r\n")
 
-// handleProxy serves the proxy listener: CONNECT and absolute-form HTTP.
-func (p *Proxy) handleProxy(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodConnect {
-		p.handleConnect(w, r)
-		return
+// serveConnect decides and dials a CONNECT, answers 200 and starts the
+// tunnel; a refusal is answered and the connection closed. hijacked is true when the tunnel took the connection
+// (and its limit slot) over; the connection's reader has then gone back to
+// its pool already.
+func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijacked bool) {
+	ex := p.newExchangeFrom(audit.KindConnect, hc.src)
+	ex.rec.HTTP = &audit.HTTP{Method: http.MethodConnect}
+	ex.rec.Probe = head.probe
+	refuse := func(rf *refusal) (bool, bool) {
+		_, _ = hc.c.Write(appendRefusal(nil, ex, rf))
+		ex.finish(rf.err)
+		return true, false
 	}
-	ex := p.newExchange(audit.KindHTTP, remoteAddr(r))
-	defer p.finishRequest(w, r, ex)
-	ex.rec.HTTP = &audit.HTTP{Method: r.Method, Path: audit.RedactPath(r.URL)}
+	host, port, absolute, err := connectTarget(head.target)
+	if err != nil {
+		ex.host, ex.port = truncate(host, maxHostLen), port
+		p.identify(ex)
+		ex.dec = policy.Denied(policy.ReasonBadRequest)
+		return refuse(deny(http.StatusBadRequest, ex.dec, err))
+	}
+	if rf := p.admit(ex, host, port); rf != nil {
+		return refuse(rf)
+	}
+	if absolute {
+		// The decision above named the host the URI names (a metadata
+		// address is refused as metadata); allowed or not, an absolute
+		// URI is no CONNECT target (RFC 9112 §3.2.3).
+		ex.dec = policy.Denied(policy.ReasonBadRequest)
+		return refuse(deny(http.StatusBadRequest, ex.dec, errors.New("CONNECT target is an absolute URI, want host:port")))
+	}
+	// The dial ends at the drain deadline; each address is bounded by
+	// DialTimeout. No context of its own: a client that leaves meanwhile
+	// is seen when the 200 is written.
+	up, rf := p.dialGuarded(p.cutCtx, ex)
+	if rf != nil {
+		if ex.dec.Allowed() && p.cutCtx.Err() != nil {
+			ex.outcome = audit.OutcomeDrained // the drain deadline ended the dial
+		}
+		return refuse(rf)
+	}
+	t := newTunnel(p, hc.c)
+	t.ex = ex
+	t.upstream = up
+	if !p.track(t) {
+		up.Close()
+		return refuse(ex.upstreamFailure(http.StatusServiceUnavailable, audit.OutcomeDrained, ErrClosed))
+	}
+	t.release = hc.release // the tunnel frees the slot with the connection
+	hc.s.forget(hc)
+	var pre []byte
+	if n := hc.br.Buffered(); n > 0 {
+		// A client that sent its ClientHello with the CONNECT (no wait
+		// for the 200): the tunnel reads it first.
+		b, _ := hc.br.Peek(n)
+		pre = append([]byte(nil), b...)
+	}
+	// An idle tunnel holds no read buffer.
+	hc.br.Reset(nil)
+	readerPool.Put(hc.br)
+	hc.br = nil
+	if _, err := hc.c.Write(connectEstablished); err != nil {
+		// Cut at the drain deadline or the client left: no relay; end
+		// closes both sides and writes the record.
+		t.fail(err)
+		t.pending.Store(1)
+		t.guard(func() {})
+		return false, true
+	}
+	// Both directions in new goroutines: this one's stack grew through
+	// the head, the lookup and the dial, and an idle tunnel would keep it.
+	t.start(pre, nil, ex.host, false)
+	return false, true
+}
+
+// serveRequest serves one plain HTTP request of hc: absolute-form on the
+// proxy listener, Host-based on a Host listener. keep says whether the
+// connection may carry another request; readerFree whether no body read
+// can still be in flight on its reader.
+func (p *Proxy) serveRequest(hc *httpConn, head *requestHead) (keep, readerFree bool) {
+	ex := p.newExchangeFrom(audit.KindHTTP, hc.src)
+	ex.rec.Probe = head.probe
+	ex.rec.HTTP = &audit.HTTP{Method: head.method}
+	// The body has no deadline (as with net/http's ReadTimeout 0): an
+	// upload takes what it takes.
+	_ = hc.c.SetReadDeadline(time.Time{})
+	u, err := url.ParseRequestURI(head.target)
+	if err != nil {
+		ex.host = truncate(authorityHost(head.target, false), maxHostLen)
+		p.identify(ex)
+		ex.dec = policy.Denied(policy.ReasonBadRequest)
+		rf := deny(http.StatusBadRequest, ex.dec, err)
+		_, _ = hc.c.Write(appendRefusal(nil, ex, rf))
+		ex.finish(err)
+		return false, true
+	}
+	if p.cfg.AuditHTTPPath == HTTPPathFull {
+		ex.rec.HTTP.Path = audit.RedactPath(u)
+	}
+	ctx, cancel := context.WithCancel(p.cutCtx)
+	defer cancel()
+	req := &http.Request{
+		Method: head.method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: head.minor,
+		Header: head.fields, Host: head.host, RequestURI: head.target, Close: head.close,
+		Body: http.NoBody, RemoteAddr: hc.c.RemoteAddr().String(),
+	}
+	if head.minor == 0 {
+		req.Proto = "HTTP/1.0"
+	}
+	if u.IsAbs() && u.Host != "" {
+		req.Host = u.Host // as net/http: the absolute URI's authority wins over Host
+	}
+	var body *requestBody
+	switch {
+	case head.chunked:
+		body = &requestBody{hc: hc, r: httputil.NewChunkedReader(hc.br), chunked: true, expect: head.expect}
+		req.ContentLength, req.TransferEncoding = -1, []string{"chunked"}
+	case head.contentLength > 0:
+		body = &requestBody{hc: hc, r: io.LimitReader(hc.br, head.contentLength), left: head.contentLength, expect: head.expect}
+		req.ContentLength = head.contentLength
+	}
+	if body != nil {
+		body.max = p.cfg.MaxHeaderBytes
+		req.Body = body
+	}
+	req = req.WithContext(ctx)
+	w := newResponseWriter(hc, head)
+	hc.beginRequest(cancel, body == nil)
+
+	var v any
+	func() {
+		defer func() { v = recover() }()
+		if hc.s.port == 0 {
+			p.handleProxy(w, req, ex)
+		} else {
+			p.handleTransparentHTTP(w, req, ex, hc.s.port)
+		}
+	}()
+	gone := hc.endRequest()
+	cut := p.cutCtx.Err() != nil && ctx.Err() != nil
+	broken := ex.upstreamBroken() || w.err != nil || gone || cut || v != nil
+	w.finish(broken)
+	switch {
+	case cut:
+		// Still running at the drain deadline: whatever failed followed
+		// from the cut.
+		ex.outcome = audit.OutcomeDrained
+		ex.rec.Error = ErrCut.Error()
+	case v == http.ErrAbortHandler:
+		// ReverseProxy's way to say the response could not be completed.
+		if ex.rec.Error == "" {
+			ex.rec.Error = "aborted while copying the response"
+		}
+	case v != nil:
+		p.log.Error("proxy: panic in handler", "panic", v, "kind", ex.rec.Kind)
+		ex.rec.Error = fmt.Sprintf("internal error: %v", v)
+	case gone && ex.rec.Error == "":
+		ex.rec.Error = "client aborted"
+	}
+	ex.finish(nil)
+	readerFree = body == nil || body.eof.Load()
+	return readerFree && !broken && !head.close && !w.close, readerFree
+}
+
+// handleProxy serves an absolute-form HTTP request on the proxy listener.
+func (p *Proxy) handleProxy(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	switch {
 	case !r.URL.IsAbs():
 		ex.host = truncate(r.Host, maxHostLen)
@@ -44,13 +204,12 @@ func (p *Proxy) handleProxy(w http.ResponseWriter, r *http.Request) {
 	p.forward(w, r, ex, host, port)
 }
 
-// handleTransparentHTTP serves the transparent HTTP listener: the
-// destination is the Host header's name and the listener's port.
-func (p *Proxy) handleTransparentHTTP(w http.ResponseWriter, r *http.Request, port int) {
-	ex := p.newExchange(audit.KindHTTP, remoteAddr(r))
-	defer p.finishRequest(w, r, ex)
-	ex.rec.HTTP = &audit.HTTP{Method: r.Method, Path: audit.RedactPath(r.URL)}
+// handleTransparentHTTP serves a request on a Host listener: the
+// destination is the Host header's name (or an absolute URI's) and the
+// listener's port.
+func (p *Proxy) handleTransparentHTTP(w http.ResponseWriter, r *http.Request, ex *exchange, port int) {
 	if r.Method == http.MethodConnect || r.URL.IsAbs() && r.URL.Scheme != "http" {
+		ex.host = truncate(r.Host, maxHostLen)
 		p.refuseBadRequest(w, ex, errors.New("not a plain HTTP request"))
 		return
 	}
@@ -64,134 +223,4 @@ func (p *Proxy) handleTransparentHTTP(w http.ResponseWriter, r *http.Request, po
 		return
 	}
 	p.forward(w, r, ex, host, port)
-}
-
-// finishRequest writes the record of a plain HTTP request; a panic is
-// logged and recorded, and net/http's abort panic is passed on so that the
-// connection is dropped.
-func (p *Proxy) finishRequest(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	v := recover()
-	if p.cutCtx.Err() != nil && (v == http.ErrAbortHandler || r.Context().Err() != nil) {
-		// Still running at the drain deadline: whatever failed (copy,
-		// cancelled request, closed connection) followed from the cut.
-		ex.rec.Error = ErrCut.Error()
-	}
-	if v != nil {
-		if v == http.ErrAbortHandler {
-			if ex.rec.Error == "" {
-				ex.rec.Error = "aborted while copying the response"
-			}
-		} else {
-			p.log.Error("proxy: panic in handler", "panic", v, "kind", ex.rec.Kind)
-			ex.rec.Error = fmt.Sprintf("internal error: %v", v)
-		}
-	}
-	if r.Context().Err() != nil && ex.rec.Error == "" {
-		ex.rec.Error = "client aborted"
-	}
-	ex.finish(nil)
-	if v != nil {
-		panic(http.ErrAbortHandler) // net/http closes the connection quietly
-	}
-}
-
-// handleConnect decides and dials a CONNECT, answers 200, hijacks the
-// connection and starts the tunnel; the handler returns while the tunnel
-// runs in two goroutines of its own.
-func (p *Proxy) handleConnect(w http.ResponseWriter, r *http.Request) {
-	ex := p.newExchange(audit.KindConnect, remoteAddr(r))
-	ex.rec.HTTP = &audit.HTTP{Method: http.MethodConnect}
-	started := false
-	defer func() {
-		if v := recover(); v != nil {
-			p.log.Error("proxy: panic in CONNECT", "panic", v)
-			ex.rec.Error = fmt.Sprintf("internal error: %v", v)
-			started = false
-		}
-		if !started {
-			ex.finish(nil)
-		}
-	}()
-	host, port, err := requestHost(r.Host, 0)
-	if err == nil && port == 0 {
-		err = errors.New("CONNECT target needs a port")
-	}
-	if err != nil {
-		ex.host = truncate(host, maxHostLen)
-		ex.port = port
-		p.refuseBadRequest(w, ex, err)
-		return
-	}
-	if rf := p.admit(ex, host, port); rf != nil {
-		writeRefusal(w, ex, rf)
-		return
-	}
-	up, rf := p.dialGuarded(r.Context(), ex)
-	if rf != nil {
-		writeRefusal(w, ex, rf)
-		return
-	}
-	t := newTunnel(p, nil)
-	t.ex = ex
-	t.upstream = up
-	if !p.track(t) {
-		up.Close()
-		p.fail(ex, http.StatusServiceUnavailable, policy.ReasonDialFailed, ErrClosed)
-		writeRefusal(w, ex, &refusal{status: http.StatusServiceUnavailable, reason: policy.ReasonDialFailed, err: ErrClosed})
-		return
-	}
-	c, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		up.Close()
-		ex.rec.Error = audit.RedactText(err.Error())
-		p.untrack(t)
-		return
-	}
-	client := unwrapConn(c)
-	// Under t.mu: Shutdown may cut the tunnel (closeBoth) at any time now.
-	t.mu.Lock()
-	if sc, ok := c.(*sniffConn); ok {
-		sc.hijacked.Store(true)
-		t.release = sc.release // net/http no longer closes sc: the tunnel does
-	}
-	t.client = client
-	cut := t.closed
-	t.mu.Unlock()
-	if cut {
-		// Cut at the drain deadline before it had a client: no 200, no
-		// relay; end closes the client and the record keeps ErrCut.
-		t.pending.Store(1)
-		started = true
-		t.guard(func() {})
-		return
-	}
-	var pre []byte
-	if n := brw.Reader.Buffered(); n > 0 {
-		// A client that sent its ClientHello with the CONNECT (no wait for
-		// the 200) left it in net/http's reader, which is ours after the
-		// hijack: peekHello copies it out, no need to copy here.
-		pre, _ = brw.Reader.Peek(n)
-	}
-	if _, err := client.Write(connectEstablished); err != nil {
-		t.fail(err)
-		t.pending.Store(1)
-		t.active = false
-		started = true
-		t.guard(func() {})
-		return
-	}
-	started = true
-	t.start(pre, nil, ex.host, false)
-}
-
-// remoteAddr returns the request's peer as a net.Addr.
-func remoteAddr(r *http.Request) net.Addr {
-	if c := serverConnFrom(r.Context()); c != nil {
-		return c.RemoteAddr()
-	}
-	ap, err := net.ResolveTCPAddr("tcp", r.RemoteAddr)
-	if err != nil {
-		return nil
-	}
-	return ap
 }

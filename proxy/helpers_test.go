@@ -130,8 +130,12 @@ type envOpt struct {
 	log io.Writer
 	// identity replaces the store of the two test pods.
 	identity identity.Source
-	// interim is Config.Interim.
-	interim Interim
+	// httpPath, auditAvailable, interim and responseHeaderTimeout set the
+	// Config fields.
+	httpPath              HTTPPath
+	auditAvailable        func() bool
+	interim               Interim
+	responseHeaderTimeout time.Duration
 }
 
 func newEnv(t testing.TB, o envOpt) *env {
@@ -203,7 +207,11 @@ func newEnv(t testing.TB, o envOpt) *env {
 		Logger:            slog.New(slog.NewTextHandler(logW, nil)),
 		Mode:              o.mode,
 		IdleTimeout:       o.idle,
-		Interim:           o.interim,
+
+		AuditHTTPPath:         o.httpPath,
+		AuditAvailable:        o.auditAvailable,
+		Interim:               o.interim,
+		ResponseHeaderTimeout: o.responseHeaderTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -44,8 +44,8 @@ func TestForwardAbsoluteForm(t *testing.T) {
 	})
 	r := e.sink.next(t)
 	t.Run("record", func(t *testing.T) {
-		if r.Kind != audit.KindHTTP || r.Verdict != "allow" || r.HTTP == nil || r.HTTP.Method != "GET" ||
-			r.HTTP.Path != "/echo" || r.HTTP.Status != 200 || r.Peer == "" || r.BytesReceived == 0 {
+		if r.Kind != audit.KindHTTP || r.Verdict != "allow" || r.Reason != "allowed" || r.Outcome != audit.OutcomeOK ||
+			r.HTTP == nil || r.HTTP.Method != "GET" || r.HTTP.Path != "" || r.HTTP.Status != 200 || r.Peer == "" || r.BytesReceived == 0 {
 			t.Fatalf("record %+v http %+v", r, r.HTTP)
 		}
 	})
@@ -119,26 +119,37 @@ func TestMalformedRequests(t *testing.T) {
 	}
 }
 
-// TestSmugglingCLAndTE: net/http lets Transfer-Encoding override
-// Content-Length (RFC 9112 §6.1 allows that instead of a refusal) and drops
-// the Content-Length; the forwarded request carries the chunked body only,
-// so no upstream can read a different body length.
+// TestSmugglingCLAndTE: a request framed by both Content-Length and
+// Transfer-Encoding is refused before any dial (RFC 9112 §6.1 allows a
+// server to let Transfer-Encoding win; refusing leaves no room for a
+// parser that reads the other one), and the chunked body of a well-framed
+// request reaches the origin re-framed by egressd.
 func TestSmugglingCLAndTE(t *testing.T) {
 	e := newEnv(t, envOpt{})
 	host := fmt.Sprintf("models.test:%d", e.httpPort)
-	resp := rawRequest(t, e.addr, "POST http://"+host+"/echo HTTP/1.1\r\nHost: "+host+
-		"\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d", resp.StatusCode)
-	}
-	seen := <-e.seen
-	if seen.Get("X-Seen-Body") != "abc" || seen.Get("X-Seen-Content-Length") != "-1" {
-		t.Fatalf("origin saw body %q length %q", seen.Get("X-Seen-Body"), seen.Get("X-Seen-Content-Length"))
-	}
-	r := e.sink.next(t)
-	if r.BytesSent != 3 {
-		t.Fatalf("bytes_sent %d", r.BytesSent)
-	}
+	t.Run("both framings refused", func(t *testing.T) {
+		resp := rawRequest(t, e.addr, "POST http://"+host+"/echo HTTP/1.1\r\nHost: "+host+
+			"\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+		r := e.sink.next(t)
+		if resp.StatusCode != 400 || r.Reason != "bad-request" || r.Host != "models.test" || r.HTTP == nil || r.HTTP.Method != "POST" || e.dials.Load() != 0 {
+			t.Fatalf("status %d record %+v", resp.StatusCode, r)
+		}
+	})
+	t.Run("chunked alone is forwarded", func(t *testing.T) {
+		resp := rawRequest(t, e.addr, "POST http://"+host+"/echo HTTP/1.1\r\nHost: "+host+
+			"\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n")
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		seen := <-e.seen
+		if seen.Get("X-Seen-Body") != "abc" || seen.Get("X-Seen-Content-Length") != "-1" {
+			t.Fatalf("origin saw body %q length %q", seen.Get("X-Seen-Body"), seen.Get("X-Seen-Content-Length"))
+		}
+		r := e.sink.next(t)
+		if r.BytesSent != 3 {
+			t.Fatalf("bytes_sent %d", r.BytesSent)
+		}
+	})
 }
 
 func TestTransparentHTTPDecidesEachRequest(t *testing.T) {
@@ -171,7 +182,7 @@ func TestTransparentHTTPDecidesEachRequest(t *testing.T) {
 				<-e.seen
 			}
 			r := e.sink.next(t)
-			if r.Kind != audit.KindHTTP || r.Reason != tc.reason || r.Port != e.httpPort || r.HTTP.Path != "/echo" {
+			if r.Kind != audit.KindHTTP || r.Reason != tc.reason || r.Port != e.httpPort || r.HTTP.Path != "" {
 				t.Fatalf("record %+v", r)
 			}
 		})

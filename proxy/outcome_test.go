@@ -1,22 +1,37 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
-	"sync"
+	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/egressd/egressd/audit"
 )
 
-// resetOrigin reads the first bytes of every connection (a ClientHello)
-// and then closes it, with a reset when rst: an upstream that fails the
-// handshake before any server hello.
-func resetOrigin(t *testing.T, rst bool) int {
+// closedPort returns a port on 127.0.0.1 that nothing listens on: a dial
+// to it is refused at once.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
+}
+
+// startBadOrigin serves on 127.0.0.1 what a failing origin does with each
+// connection: "close" closes it before answering a request, "silent"
+// reads the request and never answers.
+func startBadOrigin(t *testing.T, how string) int {
 	t.Helper()
 	ln := listen(t, "127.0.0.1:0")
 	go func() {
@@ -26,142 +41,195 @@ func resetOrigin(t *testing.T, rst bool) int {
 				return
 			}
 			go func() {
-				c.Read(make([]byte, 4096))
-				if rst {
-					c.(*net.TCPConn).SetLinger(0)
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
 				}
-				c.Close()
+				if how == "silent" {
+					io.Copy(io.Discard, br) // until the proxy gives up
+				}
 			}()
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestTunnelOutcome: the record of a tunnel says how it ended.
-func TestTunnelOutcome(t *testing.T) {
+// rule opens models.test on port inside 127.0.0.0/8.
+func rule(port int) string {
+	return fmt.Sprintf("  - hosts: [\"models.test\"]\n    ports: [%d]\n    cidrs: [\"127.0.0.0/8\"]\n", port)
+}
+
+// timeoutDial is a dial hook whose connect times out, without any
+// unroutable address.
+func timeoutDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return nil, &net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded}
+}
+
+// TestUpstreamFailureOutcomes: a request that policy allowed and that then
+// failed upstream is answered 502 or 504 and keeps verdict allow and
+// reason allowed; what failed is the record's outcome, and the
+// X-Egressd-Reason header names it. CONNECT, absolute-form HTTP and the
+// Host listener alike.
+func TestUpstreamFailureOutcomes(t *testing.T) {
+	closed := closedPort(t)
+	closing := startBadOrigin(t, "close")
+	silent := startBadOrigin(t, "silent")
+	e := newEnv(t, envOpt{extra: rule(closed) + rule(closing) + rule(silent), responseHeaderTimeout: 300 * time.Millisecond})
+	host := func(port int) string { return fmt.Sprintf("models.test:%d", port) }
 	for _, tc := range []struct {
 		name    string
-		idle    time.Duration
-		run     func(t *testing.T, e *env)
+		kind    string // connect, http or host (the Host listener)
+		port    int
+		timeout bool // dial through timeoutDial
+		status  int
 		outcome string
-		verdict string
-		reason  string
 	}{
-		{"ended by the client", 0, func(t *testing.T, e *env) {
-			c := e.openTLS(t, podIP, fmt.Sprintf("models.test:%d", e.tlsPort), "models.test")
-			if err := get(c, "models.test"); err != nil {
-				t.Fatal(err)
-			}
-			c.Close()
-		}, audit.OutcomeOK, "allow", "allowed"},
-		{"server alert: the upstream answered", 0, func(t *testing.T, e *env) {
-			c, _ := e.connect(podIP, fmt.Sprintf("models.test:%d", e.tlsPort))
-			tc := tls.Client(c, &tls.Config{ServerName: "models.test", RootCAs: e.ca.CertPool(), NextProtos: []string{"spdy/1"}})
-			if tc.Handshake() == nil {
-				t.Fatal("handshake succeeded")
-			}
-			c.Close()
-		}, audit.OutcomeOK, "allow", "allowed"},
-		{"idle", 200 * time.Millisecond, func(t *testing.T, e *env) {
-			c, _ := e.connect(podIP, fmt.Sprintf("models.test:%d", e.tlsPort))
-			io.Copy(io.Discard, c)
-		}, audit.OutcomeIdleTimeout, "allow", "allowed"},
-		{"cut at the drain deadline", 0, func(t *testing.T, e *env) {
-			e.openTLS(t, podIP, fmt.Sprintf("models.test:%d", e.tlsPort), "models.test")
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			e.p.Shutdown(ctx)
-		}, audit.OutcomeDrained, "allow", "allowed"},
-		{"upstream reset during the handshake", 0, func(t *testing.T, e *env) {
-			port := resetOrigin(t, true)
-			e.setPolicy(t, fmt.Sprintf("  - hosts: [\"evil.test\"]\n    ports: [%d]\n    cidrs: [\"127.0.0.0/8\"]\n", port))
-			c, _ := e.connect(podIP, fmt.Sprintf("evil.test:%d", port))
-			if tls.Client(c, &tls.Config{ServerName: "evil.test"}).Handshake() == nil {
-				t.Fatal("handshake succeeded")
-			}
-			c.Close()
-		}, audit.OutcomeUpstreamError, "allow", "allowed"},
-		{"upstream closed during the handshake", 0, func(t *testing.T, e *env) {
-			port := resetOrigin(t, false)
-			e.setPolicy(t, fmt.Sprintf("  - hosts: [\"evil.test\"]\n    ports: [%d]\n    cidrs: [\"127.0.0.0/8\"]\n", port))
-			c, _ := e.connect(podIP, fmt.Sprintf("evil.test:%d", port))
-			if tls.Client(c, &tls.Config{ServerName: "evil.test"}).Handshake() == nil {
-				t.Fatal("handshake succeeded")
-			}
-			c.Close()
-		}, audit.OutcomeUpstreamError, "allow", "allowed"},
-		{"refused after the 200", 0, func(t *testing.T, e *env) {
-			c, _ := e.connect(podIP, fmt.Sprintf("models.test:%d", e.tlsPort))
-			if tls.Client(c, &tls.Config{ServerName: "cdn.blob.test"}).Handshake() == nil {
-				t.Fatal("handshake succeeded")
-			}
-			c.Close()
-		}, audit.OutcomeRefused, "deny", "sni-mismatch"},
+		{"CONNECT to a closed port", "connect", closed, false, 502, audit.OutcomeDialFailed},
+		{"CONNECT whose connect times out", "connect", e.tlsPort, true, 504, audit.OutcomeDialTimeout},
+		{"absolute-form to a closed port", "http", closed, false, 502, audit.OutcomeDialFailed},
+		{"absolute-form whose connect times out", "http", e.httpPort, true, 504, audit.OutcomeDialTimeout},
+		{"absolute-form, origin closes before answering", "http", closing, false, 502, audit.OutcomeUpstreamError},
+		{"absolute-form, origin never answers", "http", silent, false, 504, audit.OutcomeUpstreamError},
+		{"Host listener to a closed port", "host", closed, false, 502, audit.OutcomeDialFailed},
+		{"Host listener whose connect times out", "host", e.httpPort, true, 504, audit.OutcomeDialTimeout},
+		{"Host listener, origin closes before answering", "host", closing, false, 502, audit.OutcomeUpstreamError},
+		{"Host listener, origin never answers", "host", silent, false, 504, audit.OutcomeUpstreamError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, envOpt{idle: tc.idle})
-			before := time.Now()
-			tc.run(t, e)
-			r := e.sink.next(t)
-			if r.Outcome != tc.outcome || r.Verdict != tc.verdict || r.Reason != tc.reason {
-				t.Fatalf("record outcome %q verdict %q reason %q error %q", r.Outcome, r.Verdict, r.Reason, r.Error)
+			inner := e.p.dial
+			if tc.timeout {
+				e.p.dial = timeoutDial
+				defer func() { e.p.dial = inner }()
 			}
-			if r.ID == "" || r.Start.Before(before) || r.Time.Before(r.Start) || r.Event != audit.EventEnd {
-				t.Fatalf("record id %q start %v time %v event %q", r.ID, r.Start, r.Time, r.Event)
+			var resp *http.Response
+			switch tc.kind {
+			case "connect":
+				var c net.Conn
+				c, resp = e.connect(podIP, host(tc.port))
+				c.Close()
+			case "http":
+				resp = rawRequest(t, e.addr, "GET http://"+host(tc.port)+"/small HTTP/1.1\r\nHost: "+host(tc.port)+"\r\n\r\n")
+			case "host":
+				ln := listen(t, "127.0.0.1:0")
+				go e.p.ServeTransparentHTTP(ln, tc.port)
+				resp = rawRequest(t, ln.Addr().String(), "GET /small HTTP/1.1\r\nHost: models.test\r\n\r\n")
+			}
+			r := e.sink.next(t)
+			if resp.StatusCode != tc.status || resp.Header.Get("X-Egressd-Reason") != tc.outcome {
+				t.Fatalf("status %d reason %q, want %d %q", resp.StatusCode, resp.Header.Get("X-Egressd-Reason"), tc.status, tc.outcome)
+			}
+			if r.Verdict != "allow" || r.Reason != "allowed" || r.WouldDeny || r.Outcome != tc.outcome || r.Policy == "" || r.Error == "" {
+				t.Fatalf("record verdict %q reason %q outcome %q policy %q error %q", r.Verdict, r.Reason, r.Outcome, r.Policy, r.Error)
+			}
+			if r.Port != tc.port || r.Host != "models.test" || r.HTTP == nil || r.HTTP.Status != tc.status {
+				t.Fatalf("record %+v http %+v", r, r.HTTP)
+			}
+		})
+	}
+	t.Run("resolve failure", func(t *testing.T) {
+		f := newEnv(t, envOpt{extra: "  - hosts: [\"nx.test\"]\n    ports: [443]\n"})
+		c, resp := f.connect(podIP, "nx.test:443")
+		c.Close()
+		r := f.sink.next(t)
+		if resp.StatusCode != 502 || resp.Header.Get("X-Egressd-Reason") != audit.OutcomeResolveFailed ||
+			r.Verdict != "allow" || r.Reason != "allowed" || r.Outcome != audit.OutcomeResolveFailed || f.dials.Load() != 0 {
+			t.Fatalf("status %d record %+v", resp.StatusCode, r)
+		}
+	})
+}
+
+// TestOutcomeOfServedAndRefused: ok for what was served, refused for a
+// denial (an audit-mode allow with would_deny was served: ok).
+func TestOutcomeOfServedAndRefused(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	resp := rawRequest(t, e.addr, fmt.Sprintf("GET http://models.test:%d/small HTTP/1.1\r\nHost: x\r\n\r\n", e.httpPort))
+	if r := e.sink.next(t); resp.StatusCode != 200 || r.Outcome != audit.OutcomeOK {
+		t.Fatalf("status %d record %+v", resp.StatusCode, r)
+	}
+	resp = rawRequest(t, e.addr, fmt.Sprintf("GET http://evil.test:%d/small HTTP/1.1\r\nHost: x\r\n\r\n", e.httpPort))
+	if r := e.sink.next(t); resp.StatusCode != 403 || r.Outcome != audit.OutcomeRefused || r.Verdict != "deny" {
+		t.Fatalf("status %d record %+v", resp.StatusCode, r)
+	}
+	a := newEnv(t, envOpt{mode: "audit"})
+	resp = rawRequest(t, a.addr, fmt.Sprintf("GET http://evil.test:%d/small HTTP/1.1\r\nHost: x\r\n\r\n", a.httpPort))
+	if r := a.sink.next(t); resp.StatusCode != 200 || r.Outcome != audit.OutcomeOK || !r.WouldDeny {
+		t.Fatalf("status %d record %+v", resp.StatusCode, r)
+	}
+}
+
+// TestUpstreamFailsInsideBody: an origin that dies inside its response
+// body: the client's response is cut (never completed as if whole) and the
+// record says upstream-error, the decision untouched.
+func TestUpstreamFailsInsideBody(t *testing.T) {
+	for _, tc := range []struct{ name, answer string }{
+		{"Content-Length framing", "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"},
+		{"chunked framing", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln := listen(t, "127.0.0.1:0")
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+							return
+						}
+						io.WriteString(c, tc.answer)
+					}()
+				}
+			}()
+			port := ln.Addr().(*net.TCPAddr).Port
+			e := newEnv(t, envOpt{extra: rule(port)})
+			c := dialFrom(t, podIP, e.addr)
+			fmt.Fprintf(c, "GET http://models.test:%d/ HTTP/1.1\r\nHost: x\r\n\r\n", port)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			if err == nil {
+				t.Fatalf("a cut body looks whole: %q", b)
+			}
+			r := e.sink.next(t)
+			if r.Outcome != audit.OutcomeUpstreamError || r.Verdict != "allow" || r.Reason != "allowed" || r.BytesReceived != 10 || r.Error == "" {
+				t.Fatalf("record %+v", r)
 			}
 		})
 	}
 }
 
-// interimRecorder is a Config.Interim that keeps what it is given.
-type interimRecorder struct {
-	mu    sync.Mutex
-	id    string
-	start time.Time
-	snap  func() audit.Record
-	done  bool
-	open  chan struct{}
-}
-
-func (r *interimRecorder) Open(id string, start time.Time, snap func() audit.Record) func() {
-	r.mu.Lock()
-	r.id, r.start, r.snap = id, start, snap
-	r.mu.Unlock()
-	close(r.open)
-	return func() {
-		r.mu.Lock()
-		r.done = true
-		r.mu.Unlock()
-	}
-}
-
-// TestTunnelInterim: an open tunnel registers for interim records at
-// admission; its snapshot has the end record's id and start, the decision
-// and the bytes so far, and it unregisters before its end record.
-func TestTunnelInterim(t *testing.T) {
-	rec := &interimRecorder{open: make(chan struct{})}
-	e := newEnv(t, envOpt{interim: rec})
-	c := e.openTLS(t, podIP, fmt.Sprintf("models.test:%d", e.tlsPort), "models.test")
-	if err := get(c, "models.test"); err != nil {
+// TestHTTPBodyIdleTimeout: a streamed response that stops moving is ended
+// after IdleTimeout, with outcome idle-timeout.
+func TestHTTPBodyIdleTimeout(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	origin := listen(t, "127.0.0.1:0")
+	srv := &http.Server{ErrorLog: quietLog, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("data: 1\n\n"))
+		http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})}
+	go srv.Serve(origin)
+	t.Cleanup(func() { srv.Close() })
+	port := origin.Addr().(*net.TCPAddr).Port
+	e := newEnv(t, envOpt{extra: rule(port), idle: 200 * time.Millisecond})
+	c := dialFrom(t, podIP, e.addr)
+	fmt.Fprintf(c, "GET http://models.test:%d/ HTTP/1.1\r\nHost: x\r\n\r\n", port)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	<-rec.open
-	rec.mu.Lock()
-	snap, id, start := rec.snap, rec.id, rec.start
-	rec.mu.Unlock()
-	s := snap()
-	if s.ID != id || !s.Start.Equal(start) || s.Verdict != "allow" || s.Host != "models.test" || s.BytesReceived == 0 || s.BytesSent == 0 {
-		t.Fatalf("snapshot id %q start %v verdict %q host %q bytes %d/%d", s.ID, s.Start, s.Verdict, s.Host, s.BytesSent, s.BytesReceived)
-	}
-	if s.TLS == nil || s.TLS.SNI != "models.test" || s.TLS.Result != "established" {
-		t.Fatalf("snapshot tls %+v", s.TLS)
-	}
-	c.Close()
+	b, _ := io.ReadAll(resp.Body) // ends when the proxy cuts the stream
 	r := e.sink.next(t)
-	rec.mu.Lock()
-	done := rec.done
-	rec.mu.Unlock()
-	if !done || r.ID != id || !r.Start.Equal(start) || r.BytesReceived < s.BytesReceived {
-		t.Fatalf("done %v, end record id %q start %v bytes %d", done, r.ID, r.Start, r.BytesReceived)
+	if !strings.HasPrefix(string(b), "data: 1") || r.Outcome != audit.OutcomeIdleTimeout || r.Verdict != "allow" {
+		t.Fatalf("body %q record %+v", b, r)
 	}
 }

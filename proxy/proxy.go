@@ -2,12 +2,10 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,7 +32,7 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	draining  bool
-	servers   map[*http.Server]struct{}
+	servers   map[*httpServer]struct{}
 	listeners map[net.Listener]struct{}
 	tunnels   map[*tunnel]struct{}
 	// requests are the plain HTTP requests being forwarded, for
@@ -50,16 +48,13 @@ type Proxy struct {
 	// never races a first Add.
 	open      sync.WaitGroup
 	drainFlag atomic.Bool
-	// handlers counts running HTTP handlers: Shutdown waits for them after
-	// closing the servers, so that no plain-HTTP record is written after it
-	// returns. Add happens only under mu while !handlersClosed, so Wait
-	// never races a first Add.
-	handlers       sync.WaitGroup
-	handlersClosed bool
-	// cutCtx ends at the drain deadline; every handler's request context
-	// (and so its upstream request) is cancelled with it.
+	// cutCtx ends at the drain deadline; every request's context (and so
+	// its lookup, dial and upstream request) is cancelled with it.
 	cutCtx      context.Context
 	cutHandlers context.CancelFunc
+	// overLimit gathers connections refused over MaxConnsPerClient into
+	// one summary record per client, kind and second.
+	overLimit *limit.Summary
 }
 
 // New returns a proxy for cfg after validating it.
@@ -73,7 +68,7 @@ func New(cfg Config) (*Proxy, error) {
 		log:       cfg.Logger,
 		m:         cfg.Metrics,
 		mc:        newMetricChildren(cfg.Metrics),
-		servers:   map[*http.Server]struct{}{},
+		servers:   map[*httpServer]struct{}{},
 		listeners: map[net.Listener]struct{}{},
 		tunnels:   map[*tunnel]struct{}{},
 		limit:     limit.NewConns(cfg.MaxConnsPerClient),
@@ -82,13 +77,14 @@ func New(cfg Config) (*Proxy, error) {
 	d := &net.Dialer{Timeout: cfg.DialTimeout}
 	p.dial = d.DialContext
 	p.fwd = newForwarder(p)
+	p.overLimit = limit.NewSummary(limit.SummaryConfig{Emit: p.emitOverLimit})
 	return p, nil
 }
 
 // ServeProxy serves HTTP CONNECT and absolute-form HTTP requests on ln until
 // Shutdown, then returns ErrClosed.
 func (p *Proxy) ServeProxy(ln net.Listener) error {
-	return p.serveHTTP(ln, http.HandlerFunc(p.handleProxy))
+	return p.serveHTTP(ln, 0)
 }
 
 // ServeTransparentHTTP serves plain HTTP for clients without proxy support:
@@ -99,35 +95,18 @@ func (p *Proxy) ServeTransparentHTTP(ln net.Listener, port int) error {
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("proxy: transparent HTTP port %d: want 1-65535", port)
 	}
-	return p.serveHTTP(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.handleTransparentHTTP(w, r, port)
-	}))
+	return p.serveHTTP(ln, port)
 }
 
-func (p *Proxy) serveHTTP(ln net.Listener, h http.Handler) error {
-	srv := &http.Server{
-		Handler:           p.countHandlers(h),
-		ReadHeaderTimeout: p.cfg.HeaderTimeout,
-		IdleTimeout:       p.cfg.IdleTimeout,
-		MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
-		ConnContext:       withServerConn,
-		// HTTP/2 is not offered to proxy clients: CONNECT over h2 is not
-		// supported here, and cleartext h2c is not enabled.
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+// serveHTTP serves an HTTP listener with egressd's own request reader
+// (head.go, server.go). HTTP/2 is not offered: CONNECT over h2 is not
+// supported here, and cleartext h2c is not enabled.
+func (p *Proxy) serveHTTP(ln net.Listener, port int) error {
+	s, err := p.newHTTPServer(ln, port)
+	if err != nil {
+		return err
 	}
-	p.mu.Lock()
-	if p.draining {
-		p.mu.Unlock()
-		return ErrClosed
-	}
-	p.servers[srv] = struct{}{}
-	p.mu.Unlock()
-	err := srv.Serve(&sniffListener{Listener: ln, p: p})
-	if errors.Is(err, http.ErrServerClosed) {
-		return ErrClosed
-	}
-	return fmt.Errorf("proxy: serve %s: %w", ln.Addr(), err)
+	return s.serve()
 }
 
 // ServeSNI serves transparent TLS on ln: the destination is the ClientHello's
@@ -189,7 +168,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.draining = true
 	p.drainFlag.Store(true)
-	servers := make([]*http.Server, 0, len(p.servers))
+	servers := make([]*httpServer, 0, len(p.servers))
 	for s := range p.servers {
 		servers = append(servers, s)
 	}
@@ -204,12 +183,12 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		wg.Go(func() {
 			// Shutdown closes the listener and idle keep-alive connections
 			// and waits for requests in progress; at the deadline Close cuts
-			// them. Hijacked CONNECT tunnels are tracked by p, not by s.
+			// them and waits for their records. CONNECT tunnels are tracked
+			// by p, not by s.
 			if err := s.Shutdown(ctx); err != nil {
 				cutServer.Store(true)
-				// Close does not wait for handlers, and a handler waiting
-				// on its origin sees no closed connection: cancel the
-				// upstream requests too.
+				// A request waiting on its origin sees no closed
+				// connection: cancel the upstream requests too.
 				p.cutHandlers()
 				s.Close()
 			}
@@ -229,13 +208,8 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		p.mu.Unlock()
 		<-done // closing both ends unblocks every relay; records follow
 	}
-	wg.Wait()
-	// Every connection is closed and every upstream request cancelled:
-	// the handlers still running end and write their records now.
-	p.mu.Lock()
-	p.handlersClosed = true
-	p.mu.Unlock()
-	p.handlers.Wait()
+	wg.Wait() // every plain HTTP request has ended and written its record
+	p.overLimit.Close()
 	if err == nil && cutServer.Load() {
 		err = ctx.Err()
 	}
@@ -262,45 +236,4 @@ func (p *Proxy) untrack(t *tunnel) {
 		t.release() // the client connection is closed by now
 	}
 	p.open.Done()
-}
-
-// countHandlers counts the handler in p.handlers for Shutdown, ties its
-// request to the drain deadline and marks the connection busy while it
-// runs, for sniffConn; the response is flushed before the mark is removed,
-// so that only net/http's own answers are seen outside a handler.
-func (p *Proxy) countHandlers(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		if p.handlersClosed {
-			p.mu.Unlock()
-			// Shutdown has closed every connection and waits for the last
-			// handlers: this request arrived on a closed connection and is
-			// dropped unforwarded (net/http closes quietly).
-			panic(http.ErrAbortHandler)
-		}
-		p.handlers.Add(1)
-		p.mu.Unlock()
-		defer p.handlers.Done()
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		defer context.AfterFunc(p.cutCtx, cancel)()
-		r = r.WithContext(ctx)
-		sc := serverConnFrom(r.Context())
-		if sc == nil {
-			h.ServeHTTP(w, r)
-			return
-		}
-		sc.handlers.Add(1)
-		defer func() {
-			// A hijacked connection has no response writer left: Flush
-			// would dereference net/http's released buffer and panic,
-			// which net/http recovers by logging a stack trace, per
-			// CONNECT.
-			if !sc.hijacked.Load() {
-				_ = http.NewResponseController(w).Flush()
-			}
-			sc.handlers.Add(-1)
-		}()
-		h.ServeHTTP(w, r)
-	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -179,15 +180,13 @@ func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 }
 
 // watchRequest registers a plain HTTP request for revocation while it is
-// forwarded; cancel ends its upstream request. The returned function
-// unregisters it and, when revocation decided it again, puts the new
-// decision in ex: call it in the handler's goroutine once forwarding
-// returned, before the record is written.
-func (p *Proxy) watchRequest(ctx context.Context, ex *exchange, cancel context.CancelFunc) (done func()) {
-	w := &watchedRequest{ex: ex, admit: ex.dec, cancel: cancel}
-	if sc := serverConnFrom(ctx); sc != nil {
-		w.conn = sc.Conn
-	}
+// forwarded; cancel ends its upstream request, conn is the client's
+// connection (nil when unknown). The returned function unregisters it and,
+// when revocation decided it again, puts the new decision in ex: call it in
+// the handler's goroutine once forwarding returned, before the record is
+// written.
+func (p *Proxy) watchRequest(ex *exchange, cancel context.CancelFunc, conn net.Conn) (done func()) {
+	w := &watchedRequest{ex: ex, admit: ex.dec, cancel: cancel, conn: conn}
 	p.mu.Lock()
 	if p.requests == nil {
 		p.requests = map[*watchedRequest]struct{}{}
@@ -215,6 +214,15 @@ func (p *Proxy) watchRequest(ctx context.Context, ex *exchange, cancel context.C
 			ex.dec = *d
 		}
 	}
+}
+
+// clientConn is the client connection under a response writer of
+// httpServer; nil for another writer (tests that call a handler directly).
+func clientConn(w http.ResponseWriter) net.Conn {
+	if rw, ok := w.(*responseWriter); ok {
+		return rw.hc.c
+	}
+	return nil
 }
 
 // recheckRequest decides a forwarded request again; true when it revoked

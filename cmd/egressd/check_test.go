@@ -88,6 +88,7 @@ func TestRunFlagErrors(t *testing.T) {
 		{"kube without namespace", []string{"--kube"}, nil, "--kube needs --namespace"},
 		{"bad sni port", []string{"--policy", "x", "--pods", "x", "--sni-addr", ":8443=99999"}, nil, "--sni-addr"},
 		{"bad advertise ip", []string{"--policy", "x", "--pods", "x", "--advertise-ip", "egressd"}, nil, "--advertise-ip"},
+		{"bad audit http path", []string{"--policy", "x", "--pods", "x", "--audit-http-path", "query"}, nil, `--audit-http-path "query"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

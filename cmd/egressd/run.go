@@ -20,6 +20,7 @@ import (
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/proxy"
 	"github.com/egressd/egressd/watch"
 )
 
@@ -46,6 +47,7 @@ type runOptions struct {
 	reloadEvery   time.Duration
 	logLevel      string
 	maxConns      int
+	auditHTTPPath string
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -70,6 +72,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.reloadEvery, "reload-interval", time.Second, "how often policy and pods files are checked for changes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (operational log on stderr)")
 	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy listeners (0: 1024; negative: no limit)")
+	fs.StringVar(&o.auditHTTPPath, "audit-http-path", string(proxy.HTTPPathNone), "none, or full: record plain HTTP request paths (without query) in audit records; paths can hold tokens")
 }
 
 // validate checks the flags with errors a person can act on.
@@ -112,6 +115,11 @@ func (o *runOptions) validate() error {
 	}
 	if o.drainTimeout < 0 {
 		errs = append(errs, errors.New("--drain-timeout must not be negative"))
+	}
+	switch proxy.HTTPPath(o.auditHTTPPath) {
+	case proxy.HTTPPathNone, proxy.HTTPPathFull:
+	default:
+		errs = append(errs, fmt.Errorf("--audit-http-path %q: want none or full", o.auditHTTPPath))
 	}
 	return errors.Join(errs...)
 }

@@ -203,6 +203,7 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	px, err := proxy.New(proxy.Config{
 		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
 		Metrics: m, Logger: log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
+		AuditHTTPPath: proxy.HTTPPath(o.auditHTTPPath),
 	})
 	if err != nil {
 		return err

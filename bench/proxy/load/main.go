@@ -3,7 +3,11 @@
 // second, added latency (p50/p99) and memory per idle tunnel.
 //
 // The proxy runs in a child process (this binary with -role proxy) so that
-// its memory is measured alone; origins and clients run in the parent.
+// its memory and CPU are measured alone; origins and clients run in the
+// parent. The proxy's CPU per new connection (utime+stime of the child over
+// the proxied connection run, divided by the connections made) is the
+// figure to compare on a shared machine, where rates move with other load.
+// -proxy-cpuprofile writes the child's CPU profile of that run alone.
 package main
 
 import (
@@ -23,6 +27,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,13 +59,19 @@ func main() {
 	workers := flag.Int("workers", 16, "concurrent connection workers")
 	idle := flag.Int("idle-tunnels", 5000, "idle tunnels for the memory figure")
 	jsonOut := flag.String("json", "", "also write the figures as JSON to this file")
+	only := flag.String("only", "bulk,conn,idle", "comma-separated parts to run: bulk, conn, idle")
+	prof := flag.String("proxy-cpuprofile", "", "write the proxy's CPU profile of the proxied connection run to this file")
 	flag.Parse()
 	raiseNoFile()
 	var err error
 	if *role == "proxy" {
 		err = runProxy()
 	} else {
-		err = runBench(*bulk, *dur, *workers, *idle, *jsonOut)
+		parts := map[string]bool{}
+		for _, p := range strings.Split(*only, ",") {
+			parts[strings.TrimSpace(p)] = true
+		}
+		err = runBench(*bulk, *dur, *workers, *idle, *jsonOut, parts, *prof)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
@@ -120,7 +131,27 @@ func runProxy() error {
 	if err != nil {
 		return err
 	}
+	var profFile *os.File
 	go http.Serve(ctl, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/profile/start":
+			f, err := os.Create(r.URL.Query().Get("file"))
+			if err == nil {
+				if err = pprof.StartCPUProfile(f); err == nil {
+					profFile = f
+				}
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
+			return
+		case "/profile/stop":
+			pprof.StopCPUProfile()
+			if profFile != nil {
+				profFile.Close()
+			}
+			return
+		}
 		runtime.GC()
 		debug.FreeOSMemory()
 		var ms runtime.MemStats
@@ -162,12 +193,13 @@ type figures struct {
 	LatProxyP99ms     float64 `json:"latency_proxy_p99_ms"`
 	AddedP50ms        float64 `json:"added_latency_p50_ms"`
 	AddedP99ms        float64 `json:"added_latency_p99_ms"`
+	ProxyCPUPerConnUS float64 `json:"proxy_cpu_per_conn_us"`
 	IdleTunnels       int     `json:"idle_tunnels"`
 	RSSPerTunnelKiB   float64 `json:"rss_per_idle_tunnel_KiB"`
 	GoMemPerTunnelKiB float64 `json:"heap_stack_per_idle_tunnel_KiB"`
 }
 
-func runBench(bulk int64, dur time.Duration, workers, idle int, jsonOut string) error {
+func runBench(bulk int64, dur time.Duration, workers, idle int, jsonOut string, parts map[string]bool, prof string) error {
 	ca, err := certs.NewCA("load")
 	if err != nil {
 		return err
@@ -212,35 +244,77 @@ func runBench(bulk int64, dur time.Duration, workers, idle int, jsonOut string) 
 	proxyAddr, ctlAddr := addrs[0], addrs[1]
 
 	var f figures
-	// Bulk: one stream, direct then proxied, best of three.
-	f.BulkDirectMBps = best(3, func() (float64, error) { return bulkRun("", bulkLn.Addr().String(), bulk) })
-	f.BulkProxyMBps = best(3, func() (float64, error) { return bulkRun(proxyAddr, "bench.test:"+port(bulkLn), bulk) })
-	f.BulkRatio = f.BulkProxyMBps / f.BulkDirectMBps
-	fmt.Printf("bulk throughput: direct %.0f MB/s, proxied %.0f MB/s, ratio %.1f%%\n", f.BulkDirectMBps, f.BulkProxyMBps, 100*f.BulkRatio)
+	if parts["bulk"] {
+		// Bulk: one stream, direct then proxied, best of three.
+		f.BulkDirectMBps = best(3, func() (float64, error) { return bulkRun("", bulkLn.Addr().String(), bulk) })
+		f.BulkProxyMBps = best(3, func() (float64, error) { return bulkRun(proxyAddr, "bench.test:"+port(bulkLn), bulk) })
+		f.BulkRatio = f.BulkProxyMBps / f.BulkDirectMBps
+		fmt.Printf("bulk throughput: direct %.0f MB/s, proxied %.0f MB/s, ratio %.1f%%\n", f.BulkDirectMBps, f.BulkProxyMBps, 100*f.BulkRatio)
+	}
+	if parts["conn"] {
+		if err := connFigures(&f, proxyAddr, ctlAddr, child.Process.Pid, "bench.test:"+port(tlsLn), tlsLn.Addr().String(), ca.CertPool(), dur, workers, prof); err != nil {
+			return err
+		}
+	}
+	if parts["idle"] {
+		if err := idleFigures(&f, proxyAddr, ctlAddr, "bench.test:"+port(holdLn), idle); err != nil {
+			return err
+		}
+	}
+	if jsonOut != "" {
+		b, _ := json.MarshalIndent(f, "", "  ")
+		if err := os.WriteFile(jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	pool := ca.CertPool()
-	dRate, _, dFail := connRun("", tlsLn.Addr().String(), pool, dur, workers)
-	pRate, _, pFail := connRun(proxyAddr, "bench.test:"+port(tlsLn), pool, dur, workers)
+// connFigures measures new TLS connections, direct and proxied: the rate,
+// the latency of one sequential client and the proxy's CPU per connection.
+func connFigures(f *figures, proxyAddr, ctlAddr string, pid int, target, direct string, pool *x509.CertPool, dur time.Duration, workers int, prof string) error {
+	dRate, _, dFail := connRun("", direct, pool, dur, workers)
+	if prof != "" {
+		if _, err := ctlGet(ctlAddr, "/profile/start?file="+prof); err != nil {
+			return err
+		}
+	}
+	cpu0 := procCPU(pid)
+	pRate, pOK, pFail := connRun(proxyAddr, target, pool, dur, workers)
+	cpu := procCPU(pid) - cpu0
+	if prof != "" {
+		if _, err := ctlGet(ctlAddr, "/profile/stop"); err != nil {
+			return err
+		}
+	}
+	if n := len(pOK); n > 0 {
+		f.ProxyCPUPerConnUS = float64(cpu.Microseconds()) / float64(n)
+	}
 	if dFail+pFail > 0 {
 		fmt.Printf("connection failures: direct %d, proxied %d\n", dFail, pFail)
 	}
 	// Latency from one sequential client, so that queueing behind other
 	// workers does not hide what the proxy adds.
-	_, dLat, _ := connRun("", tlsLn.Addr().String(), pool, dur/2, 1)
-	_, pLat, _ := connRun(proxyAddr, "bench.test:"+port(tlsLn), pool, dur/2, 1)
+	_, dLat, _ := connRun("", direct, pool, dur/2, 1)
+	_, pLat, _ := connRun(proxyAddr, target, pool, dur/2, 1)
 	f.ConnDirectPerSec, f.ConnProxyPerSec, f.ConnRatio = dRate, pRate, pRate/dRate
 	f.LatDirectP50ms, f.LatDirectP99ms = pct(dLat, 50), pct(dLat, 99)
 	f.LatProxyP50ms, f.LatProxyP99ms = pct(pLat, 50), pct(pLat, 99)
 	f.AddedP50ms, f.AddedP99ms = f.LatProxyP50ms-f.LatDirectP50ms, f.LatProxyP99ms-f.LatDirectP99ms
-	fmt.Printf("new TLS connections/s (%d workers): direct %.0f, proxied %.0f, ratio %.1f%%\n", workers, dRate, pRate, 100*f.ConnRatio)
+	fmt.Printf("new TLS connections/s (%d workers): direct %.0f, proxied %.0f, ratio %.1f%%; proxy CPU %.0f µs per connection\n",
+		workers, dRate, pRate, 100*f.ConnRatio, f.ProxyCPUPerConnUS)
 	fmt.Printf("connect+handshake+first byte latency: direct p50 %.3f ms p99 %.3f ms; proxied p50 %.3f ms p99 %.3f ms; added p50 %.3f ms p99 %.3f ms\n",
 		f.LatDirectP50ms, f.LatDirectP99ms, f.LatProxyP50ms, f.LatProxyP99ms, f.AddedP50ms, f.AddedP99ms)
+	return nil
+}
 
+// idleFigures opens idle tunnels and measures the proxy's memory per tunnel.
+func idleFigures(f *figures, proxyAddr, ctlAddr, target string, idle int) error {
 	before, err := memOf(ctlAddr)
 	if err != nil {
 		return err
 	}
-	conns, err := openIdle(proxyAddr, "bench.test:"+port(holdLn), idle)
+	conns, err := openIdle(proxyAddr, target, idle)
 	defer func() {
 		for _, c := range conns {
 			c.Close()
@@ -258,13 +332,38 @@ func runBench(bulk int64, dur time.Duration, workers, idle int, jsonOut string) 
 	f.GoMemPerTunnelKiB = float64(after["heap_inuse"]+after["stack_inuse"]-before["heap_inuse"]-before["stack_inuse"]) / float64(len(conns)) / 1024
 	fmt.Printf("idle tunnels: %d open, %d goroutines in the proxy; per tunnel: RSS %.1f KiB, Go heap+stacks %.1f KiB\n",
 		len(conns), after["goroutines"], f.RSSPerTunnelKiB, f.GoMemPerTunnelKiB)
-	if jsonOut != "" {
-		b, _ := json.MarshalIndent(f, "", "  ")
-		if err := os.WriteFile(jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
 	return nil
+}
+
+// procCPU returns the user and system CPU a process has used, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from after its ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+func ctlGet(ctl, path string) ([]byte, error) {
+	resp, err := http.Get("http://" + ctl + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s %s", path, resp.Status, b)
+	}
+	return b, err
 }
 
 func port(ln net.Listener) string { return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port) }
