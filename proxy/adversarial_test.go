@@ -532,9 +532,10 @@ func TestAdversarialTunnelHello(t *testing.T) {
 		{"alert record before a mismatching hello", append([]byte{21, 3, 3, 0, 2, 1, 90}, evil...), 0, false, "bad-request", "", false},
 		{"ChangeCipherSpec before a mismatching hello", append([]byte{20, 3, 3, 0, 1, 1}, evil...), 0, false, "bad-request", "", false},
 		// ECH (draft-ietf-tls-esni): egressd sees the outer SNI only, the
-		// name of the client-facing server it decided; the inner name is
-		// encrypted to that server. Relayed by design.
-		{"ECH-like extension: the outer SNI decides", ech, 0, true, "allowed", "", false},
+		// name of the client-facing server it decided; the inner name,
+		// encrypted to that server, may be any of its tenants. Refused
+		// unless a rule says ech: allow (TestECH has the real handshake).
+		{"ECH-like extension with the right outer SNI", ech, 0, false, "ech", "", false},
 		// Not TLS: relayed to the decided address as not-tls (SSH, plain
 		// HTTP through CONNECT). A TLS hello after other bytes is no
 		// handshake a TLS server accepts.

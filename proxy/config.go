@@ -45,7 +45,8 @@ const (
 // Metrics are required.
 type Config struct {
 	// Policy returns the snapshot in force; called once per request so that
-	// a reload applies to the next request without touching open tunnels.
+	// a reload applies to the next request; open connections see it when
+	// Revalidate is called.
 	// A nil snapshot denies everything.
 	Policy func() *policy.Snapshot
 	// Identity maps a connection's source IP to its pod.

@@ -46,19 +46,28 @@
 //     (verdict allow, reason allowed, the rule): what went wrong is the
 //     record's outcome, and X-Egressd-Reason names it.
 //  7. relay:
-//     - CONNECT: 200, then the ClientHello is read (the first byte may wait
-//     up to IdleTimeout, the rest PeekTimeout, at most 32 KiB, reassembled
-//     across records): an SNI that differs from the CONNECT host closes the
-//     tunnel (sni-mismatch); a TLS record other than a handshake first
-//     (an alert or ChangeCipherSpec some servers skip) refuses it
-//     (bad-request); other non-TLS passes as tls.result not-tls. The
+//     - CONNECT: 200, then the client's first message is read (the first
+//     byte may wait up to IdleTimeout, the rest PeekTimeout). A ClientHello
+//     (at most 32 KiB, reassembled across records, read with cryptobyte):
+//     an SNI that differs from the CONNECT host closes the tunnel
+//     (sni-mismatch), so does the encrypted_client_hello extension (ech,
+//     tls.ech) unless the deciding rule says ech: allow; a TLS record other
+//     than a handshake first (an alert or ChangeCipherSpec some servers
+//     skip) refuses it (bad-request). A plaintext HTTP request head (at
+//     most MaxHeaderBytes): every Host field and an absolute-form target
+//     must name the CONNECT host, with no port or the CONNECT port
+//     (host-mismatch); a head that does not parse is bad-request. Other
+//     bytes (SSH, ...) pass as tls.result not-tls. These refusals go
+//     through Decision.Deny: audit mode relays with would_deny. The
 //     server's first flight gives version, cipher, ALPN (TLS 1.2 only: in
 //     1.3 the selected ALPN is encrypted) or a plaintext alert. Then both
 //     directions are spliced (Linux) with half-close, until EOF, error,
-//     IdleTimeout without a byte either way, or the drain deadline.
+//     IdleTimeout without a byte either way, revocation or the drain
+//     deadline.
 //     - SNI listener: the ClientHello is read first (PeekTimeout, 32 KiB);
-//     no SNI → no-sni; the SNI and the listener's port are decided as above,
-//     the hello is replayed and the bytes relayed.
+//     no SNI → no-sni; the SNI and the listener's port are decided as
+//     above, ech is checked before any dial, the hello is replayed and the
+//     bytes relayed.
 //     - HTTP (absolute-form, or Host on the transparent listener): each
 //     request is decided anew (the URL decides in absolute form, never the
 //     Host field), forwarded with Host set to the decided name and port,
@@ -74,8 +83,18 @@
 //  8. audit: one record when the request or tunnel ends: decision, outcome,
 //     dns, peer, tls, http (method, status, redirect host; the path only
 //     with AuditHTTPPath full), probe (Egressd-Probe), bytes, duration,
-//     redacted error. Its id and start are set at admission; plain HTTP
-//     requests are registered with Config.Interim while they run.
+//     redacted error. A tunnel's outcome: ok, idle-timeout, drained,
+//     upstream-error when the upstream closed before any server hello,
+//     revoked, refused. Its id and start are set at admission; plain HTTP
+//     requests and tunnels are registered with Config.Interim while they
+//     run.
+//
+// Revalidate (revoke.go), called after every policy or identity change,
+// decides every open tunnel and forwarded request again in a goroutine of
+// its own (identify, Decide, the guard on the dialled address, the TLS or
+// Host check): those no longer allowed are reset within a second, their
+// record carries the new decision and outcome revoked; in audit mode they
+// stay open and the record says would_deny.
 //
 // Shutdown stops the listeners, lets tunnels and requests end until its
 // context ends, then cuts the rest (closing connections and cancelling

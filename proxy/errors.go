@@ -16,6 +16,9 @@ var (
 	ErrIdle = errors.New("proxy: idle timeout")
 	// ErrCut is the error of a tunnel cut at the drain deadline.
 	ErrCut = errors.New("proxy: cut at drain deadline")
+	// ErrRevoked is the error of a connection closed because a policy or
+	// identity change no longer allows it (Revalidate).
+	ErrRevoked = errors.New("proxy: revoked by a policy or identity change")
 	// ErrUpstream wraps a failure of the upstream after the connection was
 	// made (an origin that closes or resets before its answer).
 	ErrUpstream = errors.New("proxy: upstream failed")
@@ -25,9 +28,13 @@ var (
 // cannot be written.
 var errAuditUnavailable = errors.New("proxy: audit records cannot be written")
 
-// Errors of the TLS hello parsers.
+// Errors of the parsers of a tunnel's first bytes (TLS hello, HTTP head).
 var (
 	errNeedMore  = errors.New("proxy: incomplete TLS hello")
 	errNotTLS    = errors.New("proxy: not TLS")
 	errMalformed = errors.New("proxy: malformed TLS hello")
+	// errNotHTTP: a tunnel's first bytes are no plaintext HTTP request.
+	errNotHTTP = errors.New("proxy: not an HTTP request")
+	// errBadHead: they are one, but oversized or unparsable.
+	errBadHead = errors.New("proxy: malformed HTTP request head")
 )

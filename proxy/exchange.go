@@ -28,7 +28,7 @@ type exchange struct {
 	identified bool
 	dec        policy.Decision
 	// outcome is what happened after the decision (audit.Outcome*); empty
-	// means refused for a denial and ok otherwise (see finish).
+	// means refused for a denial and ok otherwise (see outcomeOf).
 	outcome string
 	host    string // normalized destination (or raw, when invalid)
 	port    int
@@ -208,11 +208,15 @@ func (ex *exchange) finish(err error) {
 	ex.p.cfg.Audit.Write(r)
 }
 
-// outcomeOf is the record's outcome: refused for a denial (an audit-mode
-// allow with would_deny was not refused), else what the exchange set, else
-// what its error says (idle timeout, drain cut), else ok.
+// outcomeOf is the record's outcome: revoked when a policy or identity
+// change cut the exchange (its decision, the new one, is a denial), refused
+// for another denial (an audit-mode allow with would_deny was not
+// refused), else what the exchange set, else what its error says (idle
+// timeout, drain cut), else ok.
 func (ex *exchange) outcomeOf(err error) string {
 	switch {
+	case ex.outcome == audit.OutcomeRevoked:
+		return ex.outcome
 	case !ex.dec.Allowed():
 		return audit.OutcomeRefused
 	case ex.outcome != "":

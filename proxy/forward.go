@@ -262,6 +262,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, ho
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), exchangeKey{}, ex))
 	defer cancel()
+	defer p.watchRequest(ex, cancel, clientConn(w))() // revocation (revoke.go)
 	// Once the response header is in, a body that moves no byte either way
 	// for IdleTimeout ends the request (outcome idle-timeout).
 	ex.idle = newIdleWatch(p.cfg.IdleTimeout, cancel)

@@ -105,6 +105,10 @@ type env struct {
 	dialAddrs sync.Map
 	m         *metrics.Metrics
 	seen      chan http.Header // headers the plain origin saw
+	// snap is the policy in force and store the identities: tests swap
+	// them to play a reload (setPolicy, revoke_test.go).
+	snap  atomic.Pointer[policy.Snapshot]
+	store *identity.Store
 }
 
 type envOpt struct {
@@ -124,6 +128,8 @@ type envOpt struct {
 	discardAudit bool
 	// log receives the proxy's own log (not audit records); nil discards.
 	log io.Writer
+	// identity replaces the store of the two test pods.
+	identity identity.Source
 	// httpPath, auditAvailable, interim and responseHeaderTimeout set the
 	// Config fields.
 	httpPath              HTTPPath
@@ -149,8 +155,9 @@ func newEnv(t testing.TB, o envOpt) *env {
 
 	ln := listen(t, "127.0.0.1:0")
 	e.addr = ln.Addr().String()
-	snap := compile(t, e.policyYAML(o.extra))
+	e.snap.Store(compile(t, e.policyYAML(o.extra)))
 	store := identity.NewStore()
+	e.store = store
 	store.Replace([]*corev1.Pod{
 		testutil.RunningPod("llm-prod", "llm-0", "llm-server", podIP, map[string]string{"app": "llm"}),
 		testutil.RunningPod("web", "web-0", "default", otherIP, map[string]string{"app": "web"}),
@@ -170,6 +177,10 @@ func newEnv(t testing.TB, o envOpt) *env {
 	if o.lookup != nil {
 		look = o.lookup
 	}
+	var src identity.Source = store
+	if o.identity != nil {
+		src = o.identity
+	}
 	var gcfg policy.GuardConfig
 	if o.self {
 		gcfg.Self = []netip.AddrPort{netip.MustParseAddrPort(ln.Addr().String())}
@@ -183,8 +194,8 @@ func newEnv(t testing.TB, o envOpt) *env {
 		logW = o.log
 	}
 	p, err := New(Config{
-		Policy:   func() *policy.Snapshot { return snap },
-		Identity: store,
+		Policy:   e.snap.Load,
+		Identity: src,
 		Resolver: look,
 
 		MaxConnsPerClient: o.maxConns,

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
+
+	"golang.org/x/crypto/cryptobyte"
 )
 
 // TLS results recorded in audit.TLS.Result.
@@ -45,32 +47,31 @@ func parseServerFirst(b []byte) (serverHello, error) {
 	if typ != typeServerHello {
 		return serverHello{}, fmt.Errorf("%w: handshake type %d, want ServerHello", errMalformed, typ)
 	}
-	r := reader(body)
-	legacy, ok := r.u16()
-	if !ok || !r.skip(32) || !r.skipVec8() {
-		return serverHello{}, fmt.Errorf("%w: short ServerHello", errMalformed)
-	}
-	suite, ok1 := r.u16()
-	_, ok2 := r.u8() // legacy_compression_method
-	if !ok1 || !ok2 {
+	s := cryptobyte.String(body)
+	var legacy, suite uint16
+	var sessionID cryptobyte.String
+	var compression uint8
+	if !s.ReadUint16(&legacy) || !s.Skip(32) || !s.ReadUint8LengthPrefixed(&sessionID) ||
+		!s.ReadUint16(&suite) || !s.ReadUint8(&compression) {
 		return serverHello{}, fmt.Errorf("%w: short ServerHello", errMalformed)
 	}
 	sh := serverHello{Cipher: tls.CipherSuiteName(suite), Result: resultEstablished}
 	version := legacy
-	if !r.empty() {
-		exts, ok := r.vec16()
-		if !ok {
+	if !s.Empty() {
+		var exts cryptobyte.String
+		if !s.ReadUint16LengthPrefixed(&exts) {
 			return serverHello{}, fmt.Errorf("%w: ServerHello extensions", errMalformed)
 		}
-		for !exts.empty() {
-			et, ok1 := exts.u16()
-			data, ok2 := exts.vec16()
-			if !ok1 || !ok2 {
+		for !exts.Empty() {
+			var et uint16
+			var data cryptobyte.String
+			if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&data) {
 				return serverHello{}, fmt.Errorf("%w: ServerHello extension", errMalformed)
 			}
 			switch et {
 			case extSupportedVers: // RFC 8446 §4.2.1: selected_version
-				if v, ok := data.u16(); ok {
+				var v uint16
+				if data.ReadUint16(&v) {
 					version = v
 				}
 			case extALPN:

@@ -35,6 +35,14 @@ type Proxy struct {
 	servers   map[*httpServer]struct{}
 	listeners map[net.Listener]struct{}
 	tunnels   map[*tunnel]struct{}
+	// requests are the plain HTTP requests being forwarded, for
+	// revocation (revoke.go); created on first use.
+	requests map[*watchedRequest]struct{}
+	// Revalidate's state: when it was last called, whether a pass is
+	// asked for, whether its goroutine runs.
+	revalAt      atomic.Pointer[time.Time]
+	revalPending atomic.Bool
+	revalRunning atomic.Bool
 	// open counts tracked tunnels and transparent connections; Shutdown
 	// waits for it. Add happens only under mu while not draining, so Wait
 	// never races a first Add.

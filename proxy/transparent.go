@@ -47,13 +47,20 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 		p.denyNoSNI(ex, fmt.Errorf("proxy: reading ClientHello: %w", err))
 		return
 	case ch.SNI == "":
-		ex.rec.TLS = &audit.TLS{ClientALPN: ch.ALPN, Result: resultNoServerHello}
+		ex.rec.TLS = &audit.TLS{ClientALPN: ch.ALPN, ECH: ch.ECH, Result: resultNoServerHello}
 		p.denyNoSNI(ex, errors.New("proxy: ClientHello without SNI"))
 		return
 	}
-	ex.rec.TLS = &audit.TLS{SNI: ch.SNI, ClientALPN: ch.ALPN, Result: resultNoServerHello}
+	ex.rec.TLS = &audit.TLS{SNI: ch.SNI, ClientALPN: ch.ALPN, ECH: ch.ECH, Result: resultNoServerHello}
 	if rf := p.admit(ex, ch.SNI, port); rf != nil {
 		t.fail(rf)
+		return
+	}
+	// Refused before any dial: nothing reaches the front.
+	d, herr := checkHello(ex.dec, &ch, "")
+	ex.dec = d
+	if herr != nil {
+		t.fail(herr)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout*4)

@@ -135,6 +135,7 @@ type instance struct {
 	proxy, dns, metrics string
 	sni, http           string
 	audit               *testutil.SyncBuffer
+	logs                testutil.SyncBuffer // the operational log, one JSON object a line
 	policyFile          string
 	done                chan int
 	stop                context.CancelFunc
@@ -180,6 +181,7 @@ func startEgressdArgs(t *testing.T, w *world, source ...string) *instance {
 				in.metrics, _ = line["metrics"].(string)
 				close(ready)
 			}
+			in.logs.Write(append(sc.Bytes(), '\n'))
 			t.Log("egressd:", sc.Text())
 		}
 	}()

@@ -22,6 +22,7 @@ import (
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy"
 	"github.com/egressd/egressd/resolver"
+	"github.com/egressd/egressd/watch"
 )
 
 // runMain is `egressd run`: it returns when ctx ends (SIGTERM) and the drain
@@ -202,9 +203,25 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	defer cancel()
 	var g runGroup
 
+	// The proxy first: every change of identities or policies below is
+	// applied to its open connections too (revocation).
+	px, err := proxy.New(proxy.Config{
+		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
+		Metrics: m, Logger: log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
+		ResponseHeaderTimeout: o.responseTimeout,
+		AuditHTTPPath:         proxy.HTTPPath(o.auditHTTPPath),
+		AuditAvailable:        auditLog.Available, Interim: auditLog,
+	})
+	if err != nil {
+		return err
+	}
+	// Every identity change (pods file or pod informer) that can change a
+	// decision: open connections are decided again.
+	defer st.pods.Subscribe(px.Revalidate)()
+
 	// Identities and policies: from files (polled) or from the API.
 	if o.kube {
-		synced, err := startKube(runCtx, o, st, &g)
+		synced, err := startKube(runCtx, o, st, &g, px.Revalidate)
 		if err != nil {
 			return err
 		}
@@ -216,19 +233,9 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	}
 	if len(o.policies) > 0 {
 		w := st.watchPolicies(o.policies, o.reloadEvery)
+		afterReload(w, px.Revalidate)
 		w.Poll()
 		g.Go(func() error { w.Run(runCtx); return nil })
-	}
-
-	px, err := proxy.New(proxy.Config{
-		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
-		Metrics: m, Logger: log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
-		ResponseHeaderTimeout: o.responseTimeout,
-		AuditHTTPPath:         proxy.HTTPPath(o.auditHTTPPath),
-		AuditAvailable:        auditLog.Available, Interim: auditLog,
-	})
-	if err != nil {
-		return err
 	}
 	serveErr := make(chan error, 8)
 	start := func(name string, f func() error) {
@@ -289,6 +296,19 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// afterReload calls f after every reload of w that read its files, once w's
+// own handler has put what it read in force (or kept the last good one:
+// then f finds nothing to do).
+func afterReload(w *watch.Watcher, f func()) {
+	inner := w.OnChange
+	w.OnChange = func(files []watch.File, err error) {
+		inner(files, err)
+		if err == nil {
+			f()
+		}
+	}
 }
 
 func addrOf(ln net.Listener) string {
