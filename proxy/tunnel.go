@@ -254,6 +254,16 @@ func (t *tunnel) snapshot() audit.Record {
 func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
 	if t.clientFirst(pre, hello, check) {
 		t.pipe(t.upstream, t.client, &t.sent)
+		// A TLS client that ends its side before the server said a word
+		// gave up waiting (TLS clients do not half-close before the
+		// handshake): waiting on for the server would hold the tunnel, its
+		// record and two descriptors until the idle timeout.
+		t.mu.Lock()
+		gaveUp := t.hello != nil && t.server == nil && t.recv.Load() == 0
+		t.mu.Unlock()
+		if gaveUp {
+			t.closeBoth()
+		}
 	}
 }
 
