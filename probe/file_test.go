@@ -102,7 +102,7 @@ func TestParseRejects(t *testing.T) {
 		{"host with a port", "checks: [{name: a, host: 'a.example.com:443', port: 443, expect: allow}]", ErrInvalid, []string{"host"}},
 		{"host too long", "checks: [{name: a, host: " + strings.Repeat(long, 4) + "com, port: 1, expect: allow}]", ErrInvalid, []string{"host"}},
 		{"host a wildcard", "checks: [{name: a, host: '*.example.com', port: 1, expect: allow}]", ErrInvalid, []string{"host"}},
-		{"host all digits", "checks: [{name: a, host: '2130706433', port: 1, expect: allow}]", ErrInvalid, []string{"host"}},
+		{"host with a space", "checks: [{name: a, host: 'a b.example', port: 1, expect: allow}]", ErrInvalid, []string{"host"}},
 		{"expect missing", "checks: [{name: a, host: a.example.com, port: 1}]", ErrInvalid, []string{"expect: required"}},
 		{"expect unknown", "checks: [{name: a, host: a.example.com, port: 1, expect: block}]", ErrInvalid, []string{`"block": want allow or deny`}},
 		{"expect upper case", "checks: [{name: a, host: a.example.com, port: 1, expect: Allow}]", ErrInvalid, []string{`"Allow"`}},
