@@ -36,13 +36,13 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 	if res, ok := r.fromCache(k, start); ok {
 		return res, nil
 	}
-	r.cfg.Metrics.CacheMisses.Inc()
+	r.cache.misses.Inc()
 	res, _ := r.flights.do(ctx, k, func() fetchResult { return r.fetch(ctx, k) })
 	if res.err != nil {
 		return nil, fmt.Errorf("resolver: query %s %s: %w", n, dns.TypeToString[qtype], res.err)
 	}
 	if res.stale {
-		r.cfg.Metrics.DNSSeconds.WithLabelValues("stale").Observe(time.Since(start).Seconds())
+		r.cache.staleSeconds.Observe(time.Since(start).Seconds())
 	}
 	return &Result{
 		Msg:      answerFrom(res.e, r.cfg.Now(), res.stale),
@@ -52,25 +52,26 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 	}, nil
 }
 
-// cached is Query for a fresh cache hit only, for the DNS server: false
+// Cached is Query for a fresh cache hit only, for the DNS server: false
 // means Query would have to ask (or wait for) an upstream. A hit is
 // counted; a miss is not (the Query that follows counts it). Unlike
-// Query's, the Msg and its records are shared and must not be modified;
-// served is what the server hands out of them (servedOf), computed once
-// a second per entry. A hit is not timed (Duration 0).
-func (r *Resolver) cached(name string, qtype uint16) (Result, served, bool) {
-	n, err := fqdnKey(name)
-	if err != nil {
-		return Result{}, served{}, false
-	}
+// Query's, the Msg and its records are shared with every other hit in the
+// same second of the entry's countdown and must not be modified. view is
+// called with that shared Msg once per entry and second, and what it
+// returns is handed to every hit of that second: what the server makes of
+// an answer (its stripped sections, its record) is computed once a second
+// per name instead of once a query. Every caller must pass the same view
+// function. A hit is not timed (Duration 0). name need not be valid: an
+// invalid name is never cached.
+func (r *Resolver) Cached(name string, qtype uint16, view func(*dns.Msg) any) (Result, any, bool) {
 	now := r.cfg.Now()
-	e, fresh := r.cache.get(cacheKey{name: n, qtype: qtype, qclass: dns.ClassINET}, now)
+	e, fresh := r.cache.get(cacheKey{name: dns.Fqdn(LowerASCII(name)), qtype: qtype, qclass: dns.ClassINET}, now)
 	if !fresh {
-		return Result{}, served{}, false
+		return Result{}, nil, false
 	}
-	r.cfg.Metrics.CacheHits.Inc()
-	m, sv := sharedAnswer(e, now)
-	return Result{Msg: m, Cached: true, Upstream: e.upstream}, sv, true
+	r.cache.hits.Inc()
+	m, v := sharedAnswer(e, now, view)
+	return Result{Msg: m, Cached: true, Upstream: e.upstream}, v, true
 }
 
 func (r *Resolver) fromCache(k cacheKey, start time.Time) (*Result, bool) {
@@ -79,7 +80,7 @@ func (r *Resolver) fromCache(k cacheKey, start time.Time) (*Result, bool) {
 	if !fresh {
 		return nil, false
 	}
-	r.cfg.Metrics.CacheHits.Inc()
+	r.cache.hits.Inc()
 	return &Result{Msg: answerFrom(e, now, false), Cached: true, Upstream: e.upstream, Duration: time.Since(start)}, true
 }
 
@@ -90,7 +91,7 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 	bound := time.Duration(2*len(r.up.addrs)) * r.cfg.Timeout
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
-	resp, addr, err := r.up.exchange(ctx, newQuery(k.name, k.qtype, k.qclass, r.cfg.UDPSize))
+	resp, addr, err := r.up.Exchange(ctx, k.name, k.qtype, k.qclass)
 	now := r.cfg.Now()
 	if err != nil {
 		// RFC 8767 §4: answer from an expired entry only once resolution
@@ -101,7 +102,7 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 		return fetchResult{err: err}
 	}
 	e := &entry{
-		msg:      &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: resp.Rcode}, Answer: withoutOPT(resp.Answer), Ns: withoutOPT(resp.Ns)},
+		msg:      &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: resp.Rcode}, Answer: resp.Answer, Ns: resp.Ns},
 		upstream: addr,
 	}
 	life := r.lifetime(e.msg)
@@ -112,14 +113,4 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 		r.cache.put(k, e)
 	}
 	return fetchResult{e: e}
-}
-
-func withoutOPT(rrs []dns.RR) []dns.RR {
-	out := rrs[:0:0]
-	for _, rr := range rrs {
-		if rr.Header().Rrtype != dns.TypeOPT {
-			out = append(out, rr)
-		}
-	}
-	return out
 }

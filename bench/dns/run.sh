@@ -12,6 +12,8 @@ DURATION=${DURATION:-10}   # seconds of dnsperf per server
 NAMES=${NAMES:-1000}       # distinct names in the query set
 CLIENTS=${CLIENTS:-4}      # dnsperf -c
 OUTSTANDING=${OUTSTANDING:-100}
+PROFILE=${PROFILE:-}       # when set, egressd's CPU profile of the whole run goes there
+TTL0=${TTL0:-1}            # also measure an upstream answering with TTL 0 (every query a miss)
 
 work=$(mktemp -d)
 pids=()
@@ -29,7 +31,9 @@ go build -o "$work/" ./bench/dns/upstream ./bench/dns/egressd ./bench/dns/probe
 
 UP=127.0.0.1:5390
 "$work/upstream" -addr "$UP" & pids+=($!)
-"$work/egressd" -addr 127.0.0.1:5391 -upstream "$UP" -audit "$work/audit.jsonl" 2>"$work/egressd.log" & pids+=($!)
+prof=()
+[[ -n "$PROFILE" ]] && prof=(-cpuprofile "$PROFILE")
+"$work/egressd" -addr 127.0.0.1:5391 -upstream "$UP" -audit "$work/audit.jsonl" "${prof[@]}" 2>"$work/egressd.log" & pids+=($!)
 dnsmasq -k --no-resolv --no-hosts --bind-interfaces --listen-address=127.0.0.1 --port=5392 \
 	--server=127.0.0.1#5390 --cache-size=10000 --user=root --pid-file= --log-facility=- 2>"$work/dnsmasq.log" & pids+=($!)
 servers=("egressd 5391" "dnsmasq 5392")
@@ -41,10 +45,20 @@ else
 	echo "note: .tools/coredns missing (GOBIN=\$PWD/.tools go install github.com/coredns/coredns@v1.15.0): skipped" >&2
 fi
 
+UP0=127.0.0.1:5394
+ttl0=()
+if [[ "$TTL0" == 1 ]]; then
+	"$work/upstream" -addr "$UP0" -ttl 0 & pids+=($!)
+	"$work/egressd" -addr 127.0.0.1:5395 -upstream "$UP0" -audit "$work/audit0.jsonl" 2>"$work/egressd0.log" & pids+=($!)
+	dnsmasq -k --no-resolv --no-hosts --bind-interfaces --listen-address=127.0.0.1 --port=5396 \
+		--server=127.0.0.1#5394 --cache-size=10000 --user=root --pid-file= --log-facility=- 2>"$work/dnsmasq0.log" & pids+=($!)
+	ttl0=("egressd 5395" "dnsmasq 5396")
+fi
+
 for i in $(seq 0 $((NAMES - 1))); do echo "n$i.bench.test A"; done >"$work/queries"
 
 # Wait until every server answers (each has its own listener start-up).
-for s in "${servers[@]}" "upstream 5390"; do
+for s in "${servers[@]}" "upstream 5390" "${ttl0[@]/#/ttl0-}"; do
 	port=${s#* }
 	for _ in $(seq 100); do
 		dig +short +tries=1 +time=1 -p "$port" @127.0.0.1 n0.bench.test A >/dev/null 2>&1 && break
@@ -61,6 +75,16 @@ for s in "${servers[@]}"; do
 	lost=$(awk '/Queries lost/ {print $3}' <<<"$out")
 	read -r p50[$name] p99[$name] < <("$work/probe" -server "127.0.0.1:$port" -n 2000 -names "$NAMES" | sed -E 's/p50_ms=([^ ]+) p99_ms=([^ ]+).*/\1 \2/')
 	echo "$name: qps=${qps[$name]} lost=$lost p50=${p50[$name]}ms p99=${p99[$name]}ms"
+done
+
+# TTL 0: nothing is cached (RFC 1035 §3.2.1), every query goes upstream.
+declare -A qps0
+for s in "${ttl0[@]}"; do
+	name=${s% *} port=${s#* }
+	out=$(dnsperf -s 127.0.0.1 -p "$port" -d "$work/queries" -l "$DURATION" -c "$CLIENTS" -q "$OUTSTANDING" 2>&1)
+	qps0[$name]=$(awk '/Queries per second/ {print $4}' <<<"$out")
+	lost=$(awk '/Queries lost/ {print $3}' <<<"$out")
+	echo "ttl0 $name: qps=${qps0[$name]} lost=$lost"
 done
 
 # Cold misses: fresh names through egressd versus the upstream itself.
@@ -81,4 +105,7 @@ for s in "${servers[@]}"; do
 done
 echo
 awk -v e="$ce" -v u="$cu" 'BEGIN { printf "cold miss p50: egressd %.3f ms, upstream alone %.3f ms, added %.3f ms\n", e, u, e - u }'
+if [[ "$TTL0" == 1 ]]; then
+	awk -v e="${qps0[egressd]}" -v d="${qps0[dnsmasq]}" 'BEGIN { printf "upstream TTL 0: egressd %s qps, dnsmasq %s qps, egressd/dnsmasq = %.2f\n", e, d, e / d }'
+fi
 echo "audit records written by egressd: $(wc -l <"$work/audit.jsonl")"

@@ -46,6 +46,8 @@ type runOptions struct {
 	reloadEvery   time.Duration
 	logLevel      string
 	maxConns      int
+	dnsRate       float64
+	dnsBurst      int
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -61,7 +63,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.advertiseIP, "advertise-ip", "", "address the resolver gives for allowed names (transparent mode); empty disables")
 	fs.Var(&o.upstreamDNS, "upstream-dns", "upstream DNS server host:port (repeatable; default: the nameservers of /etc/resolv.conf)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain, forwarded to --cluster-dns")
-	fs.Var(&o.clusterDNS, "cluster-dns", "cluster DNS server host:port for the cluster domain (repeatable; default: the upstream)")
+	fs.Var(&o.clusterDNS, "cluster-dns", "cluster DNS server host:port for the cluster domain and the PTR names of --private-cidr (repeatable; none: such names are answered NXDOMAIN)")
 	fs.Var(&o.privateCIDRs, "private-cidr", "the cluster's pod and service CIDRs (repeatable): private for the guard, and the only ranges whose reverse (PTR) names go to --cluster-dns")
 	fs.StringVar(&o.mode, "mode", string(policy.ModeEnforce), "enforce, or audit: allow what enforce would deny and record would_deny")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "/metrics, /healthz and /readyz address; empty disables")
@@ -69,7 +71,9 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long open tunnels may drain before they are cut")
 	fs.DurationVar(&o.reloadEvery, "reload-interval", time.Second, "how often policy and pods files are checked for changes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (operational log on stderr)")
-	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy listeners (0: 1024; negative: no limit)")
+	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy, transparent and DNS-over-TCP listeners, each (0: 1024; negative: no limit)")
+	fs.Float64Var(&o.dnsRate, "dns-rate", 0, "DNS queries per second one source IP may send, UDP and TCP; over it REFUSED (0: 1000; negative: no limit)")
+	fs.IntVar(&o.dnsBurst, "dns-burst", 0, "DNS queries one source IP may send at once above --dns-rate (0: twice --dns-rate)")
 }
 
 // validate checks the flags with errors a person can act on.
@@ -109,6 +113,9 @@ func (o *runOptions) validate() error {
 		if _, _, err := splitListen(a.v, 0); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", a.flag, err))
 		}
+	}
+	if o.dnsBurst < 0 {
+		errs = append(errs, errors.New("--dns-burst must not be negative"))
 	}
 	if o.drainTimeout < 0 {
 		errs = append(errs, errors.New("--drain-timeout must not be negative"))

@@ -1,6 +1,6 @@
 // Package archtest holds the dependency rules of DESIGN.md: dependencies
-// point inward (cmd → proxy/resolver/kube → policy), policy is pure, and
-// nothing imports cmd.
+// point inward (cmd → proxy/dnsserver/resolver/kube → policy), policy is
+// pure, nothing imports cmd, and proxy does not link the DNS server.
 package archtest
 
 import (
@@ -61,21 +61,25 @@ func TestDependenciesPointInward(t *testing.T) {
 	// directly or not.
 	forbidden := map[string][]string{
 		module + "/policy": {module + "/", "k8s.io/client-go"},
-		module + "/identity": {module + "/proxy", module + "/resolver", module + "/kube", module + "/cmd",
+		module + "/identity": {module + "/proxy", module + "/resolver", module + "/dnsserver", module + "/kube", module + "/cmd",
 			"k8s.io/client-go"},
-		module + "/audit":    {module + "/proxy", module + "/resolver", module + "/kube", module + "/cmd"},
-		module + "/proxy":    {module + "/kube", module + "/cmd", "k8s.io/client-go"},
-		module + "/resolver": {module + "/proxy", module + "/kube", module + "/cmd", "k8s.io/client-go"},
-		module + "/kube":     {module + "/proxy", module + "/resolver", module + "/cmd"},
-		module + "/watch":    {module + "/"},
+		module + "/audit": {module + "/proxy", module + "/resolver", module + "/dnsserver", module + "/kube", module + "/cmd"},
+		// proxy needs the resolver's client and cache, never the DNS server.
+		module + "/proxy":     {module + "/kube", module + "/cmd", module + "/dnsserver", "k8s.io/client-go"},
+		module + "/resolver":  {module + "/proxy", module + "/dnsserver", module + "/kube", module + "/cmd", "k8s.io/client-go"},
+		module + "/dnsserver": {module + "/proxy", module + "/kube", module + "/cmd", "k8s.io/client-go"},
+		module + "/kube":      {module + "/proxy", module + "/resolver", module + "/dnsserver", module + "/cmd"},
+		module + "/watch":     {module + "/"},
 	}
 	for _, p := range listPackages(t) {
 		for _, imp := range p.Deps {
 			if strings.HasPrefix(imp, module+"/cmd") {
 				t.Errorf("%s depends on %s: nothing imports cmd", p.ImportPath, imp)
 			}
-			if imp == module+"/internal/testutil" && !strings.HasPrefix(p.ImportPath, module+"/bench/") {
-				t.Errorf("%s depends on internal/testutil: it is for tests and bench/ only", p.ImportPath)
+			for _, testOnly := range []string{module + "/internal/testutil", module + "/internal/dnstest"} {
+				if imp == testOnly && !strings.HasPrefix(p.ImportPath, module+"/bench/") {
+					t.Errorf("%s depends on %s: it is for tests and bench/ only", p.ImportPath, testOnly)
+				}
 			}
 		}
 		rules, ok := forbidden[p.ImportPath]

@@ -1,4 +1,4 @@
-package resolver
+package dnsserver
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egressd/egressd/resolver"
 	"github.com/miekg/dns"
 )
 
@@ -65,7 +66,7 @@ func FuzzHandler(f *testing.F) {
 		if resp.Id != req.Id || !resp.Response {
 			t.Fatalf("answer id %d QR %v to query %d", resp.Id, resp.Response, req.Id)
 		}
-		if udp && len(b) > int(DefaultUDPSize) {
+		if udp && len(b) > int(resolver.DefaultUDPSize) {
 			t.Fatalf("UDP answer of %d bytes", len(b))
 		}
 		if unknown && resp.Rcode != dns.RcodeRefused {

@@ -1,4 +1,4 @@
-package resolver
+package dnsserver
 
 import (
 	"context"
@@ -96,10 +96,7 @@ func TestUDPReaders(t *testing.T) {
 	t.Run("cached answers flow while every reader's query waits upstream", func(t *testing.T) {
 		f.ask(t, "127.0.0.2", "udp", "models.test", dns.TypeA, 1232) // cached
 		n := udpReaders() + 2
-		gate := make(chan struct{})
-		f.up.mu.Lock()
-		f.up.gate, f.up.arrived = gate, make(chan string, 2*n)
-		f.up.mu.Unlock()
+		release, arrived := f.up.Gate(2 * n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Add(1)
@@ -114,13 +111,10 @@ func TestUDPReaders(t *testing.T) {
 			}()
 		}
 		for range n {
-			<-f.up.arrived // every miss is waiting upstream
+			<-arrived // every miss is waiting upstream
 		}
 		resp := f.ask(t, "127.0.0.2", "udp", "models.test", dns.TypeA, 1232)
-		f.up.mu.Lock()
-		f.up.gate = nil
-		f.up.mu.Unlock()
-		close(gate)
+		release()
 		wg.Wait()
 		if len(resp.Answer) != 1 {
 			t.Fatalf("cached answer %v", resp)
