@@ -17,32 +17,42 @@ import (
 	"golang.org/x/net/ipv6"
 )
 
-// The UDP server is a fixed set of reader goroutines, each looping read →
-// handle → write with its own buffers, instead of miekg's goroutine per
-// packet: a fresh goroutine per query costs a stack growth (the handler
-// needs more than the initial 2 KiB) and a buffer per packet, which was a
-// third of the CPU of a warm-cache query. A reader takes every datagram
-// waiting, up to udpBatch, in one recvmmsg(2) and sends their answers in one
-// sendmmsg(2) (Linux; elsewhere one at a time): under load the system calls
-// are most of the cost of a cached answer, and an idle server still reads
-// and answers one datagram at a time, without waiting for a batch to fill.
+// The UDP server is a fixed set of readers (workers: buffers and a batch),
+// each run by one goroutine looping read → handle → write, instead of
+// miekg's goroutine per packet: a fresh goroutine per query costs a stack
+// growth (the handler needs more than the initial 2 KiB) and a buffer per
+// packet, which was a third of the CPU of a warm-cache query
+// (BenchmarkUDPServer). A reader takes every datagram waiting, up to
+// udpBatch, in one recvmmsg(2) and sends their answers in one sendmmsg(2)
+// (Linux; elsewhere one at a time): under load the system calls are most
+// of the cost of a cached answer, and an idle server still reads and
+// answers one datagram at a time, without waiting for a batch to fill.
 // TCP stays with miekg.
 //
 // A reader never waits on the network while others queue behind it: before
 // a query may block (a cache miss, cluster DNS, transparent lookups), the
-// handler calls query.detach, which starts a new reader in its place; the
-// detached goroutine answers its query and ends. So cached answers keep
-// flowing while upstreams are slow, as with a goroutine per packet.
+// handler calls query.detach, which hands the worker, with the rest of its
+// batch, to a parked (or new) goroutine; the detached goroutine keeps only
+// the query's own state, answers it with one write of its own, and parks
+// for the next detach. So cached answers keep flowing while upstreams are
+// slow, as with a goroutine per packet, and a miss costs no new buffers:
+// the workers, and their buffers, are only ever udpReaders().
+//
+// The readers share the socket's read lock (internal/poll serializes
+// reads of one descriptor): a reader that returns from recvmmsg wakes the
+// next, which may find nothing and wait in the poller. More readers than
+// processors only add such hand-offs; fewer leave a processor idle while
+// one reader handles its batch.
 
-// udpReadSize is the read buffer of one reader: queries with EDNS0 options
-// can exceed 512 bytes (the size miekg's server was given before).
+// udpReadSize is the read buffer of one datagram: queries with EDNS0
+// options can exceed 512 bytes (the size miekg's server was given before).
 const udpReadSize = 4096
 
 // udpBatch is the most datagrams one reader takes from the socket at once.
-const udpBatch = 16
+const udpBatch = 32
 
-// udpReaders is how many goroutines read one UDP socket.
-func udpReaders() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
+// udpReaders is how many workers read one UDP socket: one per processor.
+func udpReaders() int { return max(2, runtime.GOMAXPROCS(0)) }
 
 // udpOOBSize is the control-message buffer for the destination address of
 // a query, IPv4 or IPv6, whichever is larger.
@@ -55,26 +65,28 @@ type udpServer struct {
 	conn    batchConn
 	pktinfo bool // reply from the address each query came to
 
-	started chan struct{} // closed once the first readers run
+	started chan struct{} // closed once the readers run
 	closing atomic.Bool
 
-	// idle holds the detached readers done with their query, parked until
-	// spawn hands them a batch. Once stopped, no reader parks and those
-	// parked are woken (to find the socket closed and end): a reader must
-	// never wait in idle after it stopped waiting, or spawn would hand it
-	// datagrams nobody answers or records.
+	// idle holds the goroutines done with a detached query, parked until
+	// run hands them a worker. Once stopped, none parks and those parked
+	// are woken (with no worker: they end): a goroutine must never wait
+	// in idle after it stopped waiting, or run would hand it a worker
+	// whose datagrams nobody answers or records.
 	idleMu  sync.Mutex
-	idle    []*udpWorker
+	idle    []chan *udpWorker
 	stopped bool
 
-	wg      sync.WaitGroup // readers, detached and parked ones
+	queries sync.Pool // *udpQuery
+
+	wg      sync.WaitGroup // goroutines, parked ones included
 	errOnce sync.Once
 	err     error // the read error that stopped the server
 }
 
-// udpIdle is how many detached readers stay parked for the next detach,
-// so that a burst of cache misses does not start a goroutine (and grow its
-// stack, and allocate its buffers) for each.
+// udpIdle is how many goroutines stay parked for the next detach, so that
+// a burst of cache misses does not start a goroutine (and grow its stack)
+// for each.
 const udpIdle = 64
 
 // batchConn reads and writes datagrams in batches. ipv4.Message and
@@ -87,6 +99,11 @@ type batchConn interface {
 func newUDPServer(s *Server, pc net.PacketConn) *udpServer {
 	u := &udpServer{s: s, pc: pc, conn: singleConn{pc},
 		started: make(chan struct{})}
+	u.queries.New = func() any {
+		q := &udpQuery{u: u}
+		q.detachFn = q.detach
+		return q
+	}
 	uc, ok := pc.(*net.UDPConn)
 	if !ok {
 		return u
@@ -138,7 +155,7 @@ func (c singleConn) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
 // queries in progress.
 func (u *udpServer) serve() error {
 	for range udpReaders() {
-		u.spawn(nil)
+		u.run(u.newWorker())
 	}
 	close(u.started)
 	u.wg.Wait()
@@ -168,40 +185,88 @@ func (u *udpServer) fail(err error) {
 	u.stopParked()
 }
 
-// stopParked wakes the parked readers, once the socket is closed: they
-// read, fail and end. No reader parks after it.
+// stopParked wakes the parked goroutines, once the socket is closed, with
+// no worker: they end. None parks after it.
 func (u *udpServer) stopParked() {
 	u.idleMu.Lock()
 	u.stopped = true
 	parked := u.idle
 	u.idle = nil
 	u.idleMu.Unlock()
-	for _, w := range parked {
-		w.take(nil)
-		w.wake <- struct{}{}
+	for _, wake := range parked {
+		wake <- nil
 	}
 }
 
-// spawn starts a reader, a parked one if there is one; it first answers
-// the datagrams of pending, the rest of a detached reader's batch. After
-// the server stopped it still starts one, to answer (or at least record)
-// pending: the caller is a running reader, so the WaitGroup is not zero.
-func (u *udpServer) spawn(pending []ipv4.Message) {
+// run hands w to a parked goroutine, or to a new one. After the server
+// stopped it still starts one, so that the rest of w's batch is answered
+// (or at least recorded): the caller is a running goroutine, so the
+// WaitGroup is not zero.
+func (u *udpServer) run(w *udpWorker) {
 	u.idleMu.Lock()
-	var w *udpWorker
+	var wake chan *udpWorker
 	if n := len(u.idle); n > 0 {
-		w = u.idle[n-1]
+		wake = u.idle[n-1]
 		u.idle[n-1] = nil
 		u.idle = u.idle[:n-1]
 	}
 	u.idleMu.Unlock()
-	if w != nil {
-		w.take(pending)
-		w.wake <- struct{}{}
+	if wake != nil {
+		wake <- w
 		return
 	}
 	u.wg.Add(1)
-	w = &udpWorker{u: u, in: make([]ipv4.Message, udpBatch), out: make([]ipv4.Message, udpBatch), wake: make(chan struct{}, 1)}
+	go u.runWorkers(w)
+}
+
+// runWorkers runs w until one of its queries detaches (w then runs on in
+// another goroutine, and this one answers that query), then parks for the
+// next worker; it ends when the server stops.
+func (u *udpServer) runWorkers(w *udpWorker) {
+	defer u.wg.Done()
+	var wake chan *udpWorker
+	for w != nil {
+		if !w.loop() {
+			return
+		}
+		if wake == nil {
+			wake = make(chan *udpWorker, 1)
+		}
+		if !u.park(wake) {
+			return
+		}
+		w = <-wake
+	}
+}
+
+// park puts a goroutine done with its detached query in idle; false when
+// there are enough parked already or the server stopped (it ends).
+func (u *udpServer) park(wake chan *udpWorker) bool {
+	u.idleMu.Lock()
+	defer u.idleMu.Unlock()
+	if u.stopped || len(u.idle) >= udpIdle {
+		return false
+	}
+	u.idle = append(u.idle, wake)
+	return true
+}
+
+// udpWorker is one reader: its buffers, reused batch after batch, and the
+// state of the query it serves.
+type udpWorker struct {
+	u        *udpServer
+	in       []ipv4.Message // the datagrams read
+	nin      int            // how many
+	next     int            // the next to answer
+	out      []ipv4.Message // their answers; Buffers[0] keeps its array
+	nout     int
+	lastOOB  []byte    // the control message of the last query
+	replyOOB []byte    // the reply's control message for lastOOB
+	q        *udpQuery // the state of the next query; replaced when one detaches
+}
+
+func (u *udpServer) newWorker() *udpWorker {
+	w := &udpWorker{u: u, in: make([]ipv4.Message, udpBatch), out: make([]ipv4.Message, udpBatch)}
 	slab := make([]byte, udpBatch*udpReadSize)
 	for i := range w.in {
 		w.in[i].Buffers = [][]byte{slab[i*udpReadSize : (i+1)*udpReadSize : (i+1)*udpReadSize]}
@@ -210,82 +275,49 @@ func (u *udpServer) spawn(pending []ipv4.Message) {
 		}
 		w.out[i].Buffers = [][]byte{nil}
 	}
-	w.take(pending)
-	w.detachFn = w.detach
-	go w.loop()
+	w.q = u.queries.Get().(*udpQuery)
+	return w
 }
 
-// take copies pending into the reader's batch, to be answered first.
-func (w *udpWorker) take(pending []ipv4.Message) {
-	for i, m := range pending {
-		in := &w.in[i]
-		in.N = copy(in.Buffers[0], m.Buffers[0][:m.N])
-		in.NN = copy(in.OOB, m.OOB[:m.NN])
-		in.Addr = m.Addr
-	}
-	w.nin, w.next = len(pending), 0
-}
-
-// park is where a detached reader goes after its query: it waits to be
-// woken by the next detach (or by stopParked), or ends when there are
-// enough parked already or the server stopped. It reports whether the
-// reader is reading again.
-func (w *udpWorker) park() bool {
-	w.detached = false
-	u := w.u
-	u.idleMu.Lock()
-	if u.stopped || len(u.idle) >= udpIdle {
-		u.idleMu.Unlock()
-		return false
-	}
-	u.idle = append(u.idle, w)
-	u.idleMu.Unlock()
-	<-w.wake
-	return true
-}
-
-// udpWorker is one reader with its buffers, reused batch after batch.
-type udpWorker struct {
+// udpQuery is the state of one datagram's query: the parsed message and
+// the handler's query, reused query after query by a worker, and taken
+// along by the goroutine of a query that detaches (with where to answer).
+type udpQuery struct {
 	u        *udpServer
-	in       []ipv4.Message // the datagrams read
-	nin      int            // how many
-	next     int            // the next to answer
-	out      []ipv4.Message // their answers; Buffers[0] keeps its array
-	nout     int
-	lastOOB  []byte // the control message of the last query
-	replyOOB []byte // the reply's control message for lastOOB
 	req      dns.Msg
 	qr       query
-	detached bool
+	w        *udpWorker // the worker serving it; nil once detached
+	m        *ipv4.Message
+	addr     net.Addr // a detached query's client
+	oob      []byte   // and the control message of its datagram
+	buf      []byte   // a detached query's answer
 	detachFn func()
-	wake     chan struct{} // a parked reader is woken by spawn
 }
 
-// detach hands the reading on to a new goroutine, with the rest of the
-// batch: this one is about to wait on the network, and ends after this
-// query. The answers already made leave first.
-func (w *udpWorker) detach() {
-	if w.detached {
-		return
-	}
-	w.detached = true
+// detach hands the worker, with the rest of its batch, to another
+// goroutine: this one is about to wait on the network. The answers
+// already made leave first. The query keeps where to answer.
+func (q *udpQuery) detach() {
+	w := q.w
+	q.w = nil
+	q.addr = q.m.Addr
+	q.oob = append(q.oob[:0], q.m.OOB[:q.m.NN]...)
+	q.m = nil
 	w.flush()
-	w.u.spawn(w.in[w.next:w.nin])
-	w.nin = w.next
+	w.q = q.u.queries.Get().(*udpQuery)
+	q.u.run(w)
 }
 
-func (w *udpWorker) loop() {
-	defer w.u.wg.Done()
+// loop reads and answers with w. It returns true when a query detached (w
+// runs on in another goroutine; the caller must not touch it), false when
+// the server stopped.
+func (w *udpWorker) loop() bool {
 	for {
 		for w.next < w.nin {
 			m := &w.in[w.next]
 			w.next++
-			w.serve(m)
-			if w.detached {
-				w.flush()
-				if !w.park() {
-					return
-				}
+			if w.serve(m) {
+				return true
 			}
 		}
 		w.flush()
@@ -293,30 +325,33 @@ func (w *udpWorker) loop() {
 		w.nin, w.next = max(n, 0), 0
 		if err != nil {
 			if w.u.closing.Load() {
-				return
+				return false
 			}
 			var te interface{ Temporary() bool }
 			if errors.As(err, &te) && te.Temporary() {
 				continue
 			}
 			w.u.fail(fmt.Errorf("read: %w", err))
-			return
+			return false
 		}
 	}
 }
 
 // serve answers one datagram, with the filters of miekg's server: shorter
 // than a header, dropped; an answer (QR), dropped (acceptQuery); a message
-// that does not parse, FORMERR with the header only.
-func (w *udpWorker) serve(m *ipv4.Message) {
+// that does not parse, FORMERR with the header only. It reports whether
+// the query detached: then w belongs to another goroutine, and the answer
+// was sent by this one.
+func (w *udpWorker) serve(m *ipv4.Message) bool {
 	pkt := m.Buffers[0][:m.N]
 	if len(pkt) < 12 {
-		return
+		return false
 	}
 	if acceptQuery(dns.Header{Bits: binary.BigEndian.Uint16(pkt[2:])}) != dns.MsgAccept {
-		return
+		return false
 	}
-	req := &w.req
+	q := w.q
+	req := &q.req
 	if err := req.Unpack(pkt); err != nil {
 		// As miekg's server answers: the header (and whatever question
 		// parsed, which the query carried), rcode FORMERR.
@@ -328,14 +363,56 @@ func (w *udpWorker) serve(m *ipv4.Message) {
 			// query: the source may be spoofed, amplify nothing.
 			req.Question = nil
 		}
-		w.qr = query{}
-		w.u.s.recordMalformed(&w.qr, addrOf(m.Addr), req)
+		q.qr = query{}
+		w.u.s.recordMalformed(&q.qr, addrOf(m.Addr), req)
 		w.add(req, m)
+		return false
+	}
+	q.qr = query{detach: q.detachFn}
+	q.w, q.m = w, m
+	u := w.u
+	resp := u.s.serveQuery(context.Background(), &q.qr, addrOf(m.Addr), req, true)
+	if q.w == nil {
+		// Detached: w is another goroutine's now.
+		u.answerDetached(q, resp)
+		return true
+	}
+	q.w, q.m = nil, nil
+	if resp != nil {
+		w.add(resp, m)
+	}
+	return false
+}
+
+// answerDetached sends the answer of a query that detached, alone, and
+// gives its state back.
+func (u *udpServer) answerDetached(q *udpQuery, resp *dns.Msg) {
+	defer func() {
+		q.addr = nil
+		q.qr = query{}
+		if cap(q.buf) > dns.MaxMsgSize {
+			q.buf = nil // a huge answer's buffer is not kept
+		}
+		u.queries.Put(q)
+	}()
+	if resp == nil {
 		return
 	}
-	w.qr = query{detach: w.detachFn}
-	if resp := w.u.s.serveQuery(context.Background(), &w.qr, addrOf(m.Addr), req, true); resp != nil {
-		w.add(resp, m)
+	if q.buf == nil {
+		q.buf = make([]byte, udpReadSize)
+	}
+	b, err := resp.PackBuffer(q.buf[:cap(q.buf)])
+	if err != nil {
+		u.s.cfg.Logger.Debug("dns pack failed", "client", q.addr, "error", err)
+		return
+	}
+	q.buf = b
+	msg := [1]ipv4.Message{{Buffers: [][]byte{b}, Addr: q.addr}}
+	if u.pktinfo {
+		msg[0].OOB = replyControl(q.oob)
+	}
+	if _, err := u.conn.WriteBatch(msg[:], 0); err != nil {
+		u.s.cfg.Logger.Debug("dns write failed", "client", q.addr, "error", err)
 	}
 }
 
@@ -388,7 +465,13 @@ func (w *udpWorker) replyControl(oob []byte) []byte {
 		return w.replyOOB
 	}
 	w.lastOOB = append(w.lastOOB[:0], oob...)
-	w.replyOOB = nil
+	w.replyOOB = replyControl(oob)
+	return w.replyOOB
+}
+
+// replyControl returns the control message of a reply to a datagram that
+// came with oob: its source is the datagram's destination.
+func replyControl(oob []byte) []byte {
 	var dst net.IP
 	cm6 := new(ipv6.ControlMessage)
 	if cm6.Parse(oob) == nil && cm6.Dst != nil {
@@ -398,11 +481,11 @@ func (w *udpWorker) replyControl(oob []byte) []byte {
 	}
 	switch {
 	case dst == nil:
+		return nil
 	case dst.To4() == nil:
-		w.replyOOB = (&ipv6.ControlMessage{Src: dst}).Marshal()
+		return (&ipv6.ControlMessage{Src: dst}).Marshal()
 	default:
 		// ipv6's Marshal ignores IPv4 addresses.
-		w.replyOOB = (&ipv4.ControlMessage{Src: dst}).Marshal()
+		return (&ipv4.ControlMessage{Src: dst}).Marshal()
 	}
-	return w.replyOOB
 }

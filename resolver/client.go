@@ -199,7 +199,7 @@ type pooledConn struct {
 
 const (
 	udpMaxAge  = 10 * time.Second
-	udpMaxIdle = 64
+	udpMaxIdle = 256
 )
 
 var dialer net.Dialer
