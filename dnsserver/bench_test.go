@@ -16,11 +16,15 @@ import (
 	"github.com/egressd/egressd/resolver"
 )
 
+// unlimited lets a benchmark's one client ask without limit: the rate
+// limiter still runs (its cost is measured), and never refuses.
+func unlimited(s *Config, _ *resolver.Config) { s.QueryRate = 1e12 }
+
 // BenchmarkHandleCached is the per-query cost of a warm-cache allowed
 // query, without the network: identity, policy, cache, answer, audit record
 // (to an in-memory sink) and metrics.
 func BenchmarkHandleCached(b *testing.B) {
-	f := newFixture(b, nil)
+	f := newFixture(b, unlimited)
 	src := netip.MustParseAddr("127.0.0.2")
 	req := new(dns.Msg)
 	req.SetQuestion("models.test.", dns.TypeA)
@@ -38,7 +42,7 @@ func BenchmarkHandleCached(b *testing.B) {
 
 // BenchmarkHandleDenied is the cost of a denied name (NXDOMAIN + EDE).
 func BenchmarkHandleDenied(b *testing.B) {
-	f := newFixture(b, nil)
+	f := newFixture(b, unlimited)
 	src := netip.MustParseAddr("127.0.0.2")
 	req := new(dns.Msg)
 	req.SetQuestion("evil.test.", dns.TypeA)
@@ -64,6 +68,7 @@ func BenchmarkUDPServer(b *testing.B) {
 	for _, impl := range []string{"miekg", "own"} {
 		b.Run(impl, func(b *testing.B) {
 			f := newFixture(b, func(s *Config, _ *resolver.Config) {
+				s.QueryRate = 1e12 // the limiter runs, and never refuses
 				s.Audit = audit.New(audit.Config{Writers: []io.Writer{io.Discard}, Metrics: metrics.New()})
 			})
 			pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -130,7 +135,11 @@ func udpLoad(b *testing.B, addr string) {
 			}
 			for got < n {
 				c.SetReadDeadline(time.Now().Add(time.Second))
-				if _, err := c.Read(buf); err != nil {
+				if k, err := c.Read(buf); err != nil || k < 4 || buf[3]&0xF != dns.RcodeSuccess {
+					if err == nil {
+						b.Errorf("answer with rcode %d", buf[3]&0xF)
+						return
+					}
 					// A datagram lost under load: send it again.
 					if sent < n+window {
 						c.Write(wire)

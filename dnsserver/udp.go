@@ -87,7 +87,7 @@ type udpServer struct {
 // udpIdle is how many goroutines stay parked for the next detach, so that
 // a burst of cache misses does not start a goroutine (and grow its stack)
 // for each.
-const udpIdle = 64
+const udpIdle = 128
 
 // batchConn reads and writes datagrams in batches. ipv4.Message and
 // ipv6.Message are the same type.

@@ -110,6 +110,14 @@ func (c *Client) Servers() []string { return append([]string(nil), c.addrs...) }
 // addresses in the authority section, no additional section. Errors wrap
 // ErrUpstream or the context's error.
 func (c *Client) Exchange(ctx context.Context, name string, qtype, qclass uint16) (*dns.Msg, string, error) {
+	return c.exchange(ctx, time.Time{}, name, qtype, qclass)
+}
+
+// exchange is Exchange also bounded by until (zero: no bound of its own):
+// the Resolver's fetch passes its bound so, on a context that is never
+// cancelled, without a context timer of its own (four timers a miss were a
+// sixth of the CPU of a server whose every query is a miss).
+func (c *Client) exchange(ctx context.Context, until time.Time, name string, qtype, qclass uint16) (*dns.Msg, string, error) {
 	q := newQuery(name, qtype, qclass, c.udpSize)
 	n := len(c.addrs)
 	start := int(c.preferred.Load())
@@ -118,7 +126,7 @@ func (c *Client) Exchange(ctx context.Context, name string, qtype, qclass uint16
 		idx := (start + i) % n
 		addr := c.addrs[idx]
 		t0 := time.Now()
-		resp, err := c.exchangeOne(ctx, idx, q)
+		resp, err := c.exchangeOne(ctx, until, idx, q)
 		if err == nil && resp.Rcode != dns.RcodeSuccess && resp.Rcode != dns.RcodeNameError {
 			err = fmt.Errorf("%s: rcode %s", addr, RcodeString(resp.Rcode))
 			c.errServfail.Inc()
@@ -137,7 +145,7 @@ func (c *Client) Exchange(ctx context.Context, name string, qtype, qclass uint16
 		c.errSeconds.Observe(time.Since(t0).Seconds())
 		c.log.Debug("dns upstream failed", "upstream", addr, "name", name, "error", err)
 		errs = append(errs, err)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !until.IsZero() && !time.Now().Before(until) {
 			break
 		}
 	}
@@ -156,17 +164,25 @@ func newQuery(name string, qtype, qclass uint16, udpSize uint16) *dns.Msg {
 }
 
 // exchangeOne does one UDP exchange with server idx, and a TCP one when
-// the answer is truncated (RFC 7766 §5: TC means retry over TCP).
-func (c *Client) exchangeOne(ctx context.Context, idx int, q *dns.Msg) (*dns.Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := c.pools[idx].exchange(ctx, q, c.udpSize)
+// the answer is truncated (RFC 7766 §5: TC means retry over TCP), within
+// Timeout, ctx's deadline and until.
+func (c *Client) exchangeOne(ctx context.Context, until time.Time, idx int, q *dns.Msg) (*dns.Msg, error) {
+	dl := time.Now().Add(c.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	if !until.IsZero() && until.Before(dl) {
+		dl = until
+	}
+	resp, err := c.pools[idx].exchange(ctx, dl, q, c.udpSize)
 	if err != nil {
 		return nil, err
 	}
 	if resp.Truncated {
+		tctx, cancel := context.WithDeadline(ctx, dl)
+		defer cancel()
 		q.Id = dns.Id()
-		resp, _, err = c.tcp.ExchangeContext(ctx, q, c.addrs[idx])
+		resp, _, err = c.tcp.ExchangeContext(tctx, q, c.addrs[idx])
 		if err != nil {
 			return nil, fmt.Errorf("tcp after truncation: %w", err)
 		}
@@ -239,9 +255,9 @@ func (p *udpPool) put(pc *pooledConn, now time.Time) {
 var udpBufs = sync.Pool{New: func() any { b := make([]byte, dns.MaxMsgSize); return &b }}
 
 // exchange sends q (a fresh random ID) on a pooled socket and reads until
-// the answer with that ID arrives: a late answer to an earlier query of
-// the same socket is skipped.
-func (p *udpPool) exchange(ctx context.Context, q *dns.Msg, size uint16) (*dns.Msg, error) {
+// the answer with that ID arrives, or dl, or ctx ends: a late answer to an
+// earlier query of the same socket is skipped.
+func (p *udpPool) exchange(ctx context.Context, dl time.Time, q *dns.Msg, size uint16) (*dns.Msg, error) {
 	now := time.Now()
 	pc, err := p.get(ctx, now)
 	if err != nil {
@@ -255,11 +271,12 @@ func (p *udpPool) exchange(ctx context.Context, q *dns.Msg, size uint16) (*dns.M
 			pc.c.Close()
 		}
 	}()
-	if dl, has := ctx.Deadline(); has {
-		_ = pc.c.SetDeadline(dl)
+	_ = pc.c.SetDeadline(dl)
+	stop := func() bool { return true }
+	if ctx.Done() != nil { // a context that can end before dl
+		stop = context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
 	}
-	stop := context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
 	bp := udpBufs.Get().(*[]byte)
 	defer udpBufs.Put(bp)
 	buf := *bp

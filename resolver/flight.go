@@ -26,7 +26,7 @@ type flightGroup struct {
 }
 
 const (
-	flightIdle    = 64
+	flightIdle    = 256
 	flightIdleFor = 10 * time.Second
 )
 

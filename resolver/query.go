@@ -88,10 +88,8 @@ func (r *Resolver) fromCache(k cacheKey, start time.Time) (*Result, bool) {
 // from the caller's cancellation (others may be waiting on it) but bounded:
 // every upstream once over UDP and once over TCP.
 func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
-	bound := time.Duration(2*len(r.up.addrs)) * r.cfg.Timeout
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-	defer cancel()
-	resp, addr, err := r.up.Exchange(ctx, k.name, k.qtype, k.qclass)
+	until := time.Now().Add(time.Duration(2*len(r.up.addrs)) * r.cfg.Timeout)
+	resp, addr, err := r.up.exchange(context.WithoutCancel(ctx), until, k.name, k.qtype, k.qclass)
 	now := r.cfg.Now()
 	if err != nil {
 		// RFC 8767 §4: answer from an expired entry only once resolution
