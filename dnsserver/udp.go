@@ -38,11 +38,15 @@ import (
 // slow, as with a goroutine per packet, and a miss costs no new buffers:
 // the workers, and their buffers, are only ever udpReaders().
 //
-// The readers share the socket's read lock (internal/poll serializes
-// reads of one descriptor): a reader that returns from recvmmsg wakes the
-// next, which may find nothing and wait in the poller. More readers than
-// processors only add such hand-offs; fewer leave a processor idle while
-// one reader handles its batch.
+// One reader at a time may read (it holds the read token, udpServer.tok):
+// reads of one descriptor are serialized anyway (internal/poll holds the
+// descriptor's read lock while it waits in the poller), and a reader that
+// returns from recvmmsg would hand that lock to the next, waking a thread
+// that usually finds nothing: the hand-off was most of an idle server's
+// latency. So a reader keeps the token while it answers a small batch and
+// reads again itself; only a batch of udpShare datagrams or more (load)
+// passes the token on at once, so that another processor reads while this
+// one answers (BenchmarkUDPServer, bench/dns).
 
 // udpReadSize is the read buffer of one datagram: queries with EDNS0
 // options can exceed 512 bytes (the size miekg's server was given before).
@@ -50,6 +54,10 @@ const udpReadSize = 4096
 
 // udpBatch is the most datagrams one reader takes from the socket at once.
 const udpBatch = 32
+
+// udpShare is the batch from which a reader passes the read token on
+// before it answers.
+const udpShare = 4
 
 // udpReaders is how many workers read one UDP socket: one per processor.
 func udpReaders() int { return max(2, runtime.GOMAXPROCS(0)) }
@@ -67,6 +75,7 @@ type udpServer struct {
 
 	started chan struct{} // closed once the readers run
 	closing atomic.Bool
+	tok     chan struct{} // the right to read: one token
 
 	// idle holds the goroutines done with a detached query, parked until
 	// run hands them a worker. Once stopped, none parks and those parked
@@ -98,7 +107,8 @@ type batchConn interface {
 
 func newUDPServer(s *Server, pc net.PacketConn) *udpServer {
 	u := &udpServer{s: s, pc: pc, conn: singleConn{pc},
-		started: make(chan struct{})}
+		started: make(chan struct{}), tok: make(chan struct{}, 1)}
+	u.tok <- struct{}{}
 	u.queries.New = func() any {
 		q := &udpQuery{u: u}
 		q.detachFn = q.detach
@@ -263,6 +273,7 @@ type udpWorker struct {
 	lastOOB  []byte    // the control message of the last query
 	replyOOB []byte    // the reply's control message for lastOOB
 	q        *udpQuery // the state of the next query; replaced when one detaches
+	hasTok   bool      // holds the read token (it moves with the worker)
 }
 
 func (u *udpServer) newWorker() *udpWorker {
@@ -321,8 +332,16 @@ func (w *udpWorker) loop() bool {
 			}
 		}
 		w.flush()
+		if !w.hasTok {
+			<-w.u.tok
+			w.hasTok = true
+		}
 		n, err := w.u.conn.ReadBatch(w.in, 0)
 		w.nin, w.next = max(n, 0), 0
+		if err != nil || n >= udpShare {
+			w.u.tok <- struct{}{}
+			w.hasTok = false
+		}
 		if err != nil {
 			if w.u.closing.Load() {
 				return false
