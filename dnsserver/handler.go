@@ -84,15 +84,20 @@ func (s *Server) serveQuery(ctx context.Context, qr *query, src netip.Addr, req 
 }
 
 // slow is called before qr may wait on the network: it lets a UDP reader
-// hand its socket on (udp.go), and bounds the wait by QueryTimeout from
+// hand its socket on (detach), and bounds the wait by QueryTimeout from
 // the query's start. What never leaves the process (identity, policy, a
 // cache hit, audit) needs neither.
 func (s *Server) slow(ctx context.Context, qr *query) (context.Context, context.CancelFunc) {
+	s.detach(qr)
+	return context.WithDeadline(ctx, qr.start.Add(s.cfg.QueryTimeout))
+}
+
+// detach lets a UDP reader hand its socket on (udp.go) before qr may wait.
+func (s *Server) detach(qr *query) {
 	if qr.detach != nil {
 		qr.detach()
 		qr.detach = nil
 	}
-	return context.WithDeadline(ctx, qr.start.Add(s.cfg.QueryTimeout))
 }
 
 func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
@@ -200,10 +205,14 @@ func (s *Server) forward(ctx context.Context, qr *query) *dns.Msg {
 	if ok {
 		sv = v.(*served)
 	} else {
-		ctx, cancel := s.slow(ctx, qr)
-		defer cancel()
+		s.detach(qr)
+		// No deadline of our own: the resolver bounds a miss (two tries
+		// per upstream), and on a context that cannot end it runs the
+		// exchange in this goroutine instead of handing it to another and
+		// waiting (resolver's flightGroup): two thread wake-ups fewer on
+		// a miss's latency.
 		var err error
-		if res, err = s.cfg.Resolver.Query(ctx, qr.q.Name, qr.q.Qtype); err != nil {
+		if res, err = s.cfg.Resolver.Query(context.WithoutCancel(ctx), qr.q.Name, qr.q.Qtype); err != nil {
 			return s.upstreamFailed(qr, err)
 		}
 		sv = servedOf(res.Msg)

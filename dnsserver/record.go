@@ -44,8 +44,8 @@ func (s *Server) record(qr *query, resp *dns.Msg) {
 	if qr.res != nil {
 		d.Cached, d.Stale, d.Upstream = qr.res.Cached, qr.res.Stale, qr.res.Upstream
 	}
-	elapsed := time.Since(qr.start)
-	d.MS = float64(elapsed.Microseconds()) / 1000
+	r.Time = time.Now() // here, not in Write: one clock read for both
+	d.MS = float64(r.Time.Sub(qr.start).Microseconds()) / 1000
 	r.DNS = d
 	r.DurationMS = d.MS
 	if qr.err != nil {

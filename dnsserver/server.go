@@ -75,7 +75,10 @@ type Config struct {
 	// advertises EDNS0; without EDNS0 it is 512 (RFC 1035 §4.2.1). Zero
 	// means 1232.
 	UDPSize uint16
-	// QueryTimeout bounds the handling of one query. Zero means 5s.
+	// QueryTimeout bounds the handling of a query that asks the cluster
+	// DNS or looks a name up for transparent mode. A cache miss is bounded
+	// by the Resolver instead (two tries per upstream, its Timeout each).
+	// Zero means 5s.
 	QueryTimeout time.Duration
 	// MaxConnsPerClient bounds the TCP connections one source IP holds
 	// open (the proxy's --max-conns-per-client): one over it is closed at
