@@ -27,6 +27,12 @@ func FuzzHandler(f *testing.F) {
 			m.SetQuestion("models.test.", dns.TypeA)
 			m.Question = append(m.Question, m.Question[0])
 		},
+		func(m *dns.Msg) {
+			m.SetQuestion("models.test.", dns.TypeA)
+			m.SetEdns0(1232, false)
+			o := m.IsEdns0()
+			o.Option = append(o.Option, &dns.EDNS0_LOCAL{Code: ProbeOption, Data: []byte("probe\x00\xff")})
+		},
 	}
 	for _, s := range seeds {
 		m := new(dns.Msg)
@@ -40,7 +46,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 0x0c, 0, 1, 0, 1}, true, true) // compression loop
 	f.Add([]byte{}, false, false)
 
-	fx := newFixture(f, nil)
+	fx := newFixture(f, unlimited) // one source: the rate limit would answer most REFUSED
 	f.Fuzz(func(t *testing.T, wire []byte, udp, unknown bool) {
 		req := new(dns.Msg)
 		if err := req.Unpack(wire); err != nil {
