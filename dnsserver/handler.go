@@ -36,8 +36,12 @@ type query struct {
 	// query.
 	refused bool
 	// detach, when set, is called once before the query may wait on the
-	// network (see udp.go).
-	detach func()
+	// network (see udp.go); detached says it was. A detached query's
+	// record waits in unrecorded until its answer is sent (recordNow):
+	// the client of a cache miss does not wait for the record.
+	detach     func()
+	detached   bool
+	unrecorded *dns.Msg
 
 	// Room for the answer and its audit record, so that a UDP reader,
 	// which reuses its query, allocates none of it (the answer is packed
@@ -93,10 +97,13 @@ func (s *Server) slow(ctx context.Context, qr *query) (context.Context, context.
 }
 
 // detach lets a UDP reader hand its socket on (udp.go) before qr may wait.
-func (s *Server) detach(qr *query) {
+func (s *Server) detach(qr *query) { qr.detachOnce() }
+
+// detachOnce calls qr.detach the first time only.
+func (qr *query) detachOnce() {
 	if qr.detach != nil {
 		qr.detach()
-		qr.detach = nil
+		qr.detach, qr.detached = nil, true
 	}
 }
 
@@ -205,14 +212,19 @@ func (s *Server) forward(ctx context.Context, qr *query) *dns.Msg {
 	if ok {
 		sv = v.(*served)
 	} else {
-		s.detach(qr)
 		// No deadline of our own: the resolver bounds a miss (two tries
 		// per upstream), and on a context that cannot end it runs the
 		// exchange in this goroutine instead of handing it to another and
 		// waiting (resolver's flightGroup): two thread wake-ups fewer on
-		// a miss's latency.
+		// a miss's latency. The UDP reader hands its socket on once the
+		// question has left (WithBeforeWait), while the upstream works.
+		qctx := context.WithoutCancel(ctx)
+		if qr.detach != nil {
+			qctx = resolver.WithBeforeWait(qctx, qr.detachOnce)
+		}
 		var err error
-		if res, err = s.cfg.Resolver.Query(context.WithoutCancel(ctx), qr.q.Name, qr.q.Qtype); err != nil {
+		res, err = s.cfg.Resolver.Query(qctx, qr.q.Name, qr.q.Qtype)
+		if err != nil {
 			return s.upstreamFailed(qr, err)
 		}
 		sv = servedOf(res.Msg)
@@ -365,8 +377,21 @@ func (s *Server) finish(qr *query, resp *dns.Msg) *dns.Msg {
 		s.refuse(qr.src, policy.ReasonRateLimited)
 		return resp
 	}
+	if qr.detached {
+		qr.rec.Time = time.Now() // the answer's time
+		qr.unrecorded = resp     // recordNow, once it is sent
+		return resp
+	}
 	s.record(qr, resp)
 	return resp
+}
+
+// recordNow writes the record of a query whose answer was sent first.
+func (s *Server) recordNow(qr *query) {
+	if qr.unrecorded != nil {
+		s.record(qr, qr.unrecorded)
+		qr.unrecorded = nil
+	}
 }
 
 // noLargerThanQuery shrinks an answer to a source that is no pod, or that

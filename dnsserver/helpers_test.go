@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,8 +61,71 @@ func testPods() *identity.Store {
 	return s
 }
 
-// auditSink collects audit lines.
-type auditSink struct{ testutil.SyncBuffer }
+// auditSink collects audit lines. A test waits for the record of a query
+// (waitFor): a UDP query that waited on the upstream is recorded after
+// its answer is sent.
+type auditSink struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	lines int
+	grew  chan struct{} // closed and replaced by every write
+}
+
+func (a *auditSink) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lines += bytes.Count(p, []byte("\n"))
+	if a.grew != nil {
+		close(a.grew)
+		a.grew = nil
+	}
+	return a.b.Write(p)
+}
+
+func (a *auditSink) String() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.b.String()
+}
+
+// Reset empties the sink (benchmarks keep it from growing).
+func (a *auditSink) Reset() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.b.Reset()
+	a.lines = 0
+}
+
+// count returns the records written so far.
+func (a *auditSink) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lines
+}
+
+// waitFor waits until n records were written (at most 5s, then fails).
+func (a *auditSink) waitFor(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	for {
+		a.mu.Lock()
+		if a.lines >= n {
+			a.mu.Unlock()
+			return
+		}
+		if a.grew == nil {
+			a.grew = make(chan struct{})
+		}
+		grew := a.grew
+		a.mu.Unlock()
+		select {
+		case <-grew:
+		case <-deadline.C:
+			t.Fatalf("%d audit records after 5s, want %d", a.count(), n)
+		}
+	}
+}
 
 func (a *auditSink) records(t *testing.T) []audit.Record {
 	t.Helper()
@@ -174,7 +238,19 @@ func (f *fixture) ask(t *testing.T, src, network, name string, qtype uint16, buf
 	return f.exchange(t, src, network, m)
 }
 
+// exchange sends m from src and returns the answer, once its record is
+// written.
 func (f *fixture) exchange(t *testing.T, src, network string, m *dns.Msg) *dns.Msg {
+	t.Helper()
+	before := f.audit.count()
+	resp := f.exchangeOnly(t, src, network, m)
+	f.audit.waitFor(t, before+1)
+	return resp
+}
+
+// exchangeOnly is exchange for a query that writes no record of its own
+// (over the rate limit: it is counted in a summary).
+func (f *fixture) exchangeOnly(t *testing.T, src, network string, m *dns.Msg) *dns.Msg {
 	t.Helper()
 	var local net.Addr = &net.UDPAddr{IP: net.ParseIP(src)}
 	if network == "tcp" {

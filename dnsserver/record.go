@@ -44,7 +44,9 @@ func (s *Server) record(qr *query, resp *dns.Msg) {
 	if qr.res != nil {
 		d.Cached, d.Stale, d.Upstream = qr.res.Cached, qr.res.Stale, qr.res.Upstream
 	}
-	r.Time = time.Now() // here, not in Write: one clock read for both
+	if r.Time.IsZero() { // set by finish when the record waits for the send
+		r.Time = time.Now() // here, not in Write: one clock read for both
+	}
 	d.MS = float64(r.Time.Sub(qr.start).Microseconds()) / 1000
 	r.DNS = d
 	r.DurationMS = d.MS

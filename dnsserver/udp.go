@@ -407,6 +407,7 @@ func (w *udpWorker) serve(m *ipv4.Message) bool {
 // gives its state back.
 func (u *udpServer) answerDetached(q *udpQuery, resp *dns.Msg) {
 	defer func() {
+		u.s.recordNow(&q.qr) // when nothing was sent; a no-op after the answer
 		q.addr = nil
 		q.qr = query{}
 		if cap(q.buf) > dns.MaxMsgSize {
@@ -433,6 +434,7 @@ func (u *udpServer) answerDetached(q *udpQuery, resp *dns.Msg) {
 	if _, err := u.conn.WriteBatch(msg[:], 0); err != nil {
 		u.s.cfg.Logger.Debug("dns write failed", "client", q.addr, "error", err)
 	}
+	u.s.recordNow(&q.qr) // after the answer: its client does not wait for it
 }
 
 // add packs the answer to the datagram m for the next flush.

@@ -63,6 +63,7 @@ func TestUDPReaders(t *testing.T) {
 		for err := range errs {
 			t.Error(err)
 		}
+		f.audit.waitFor(t, before+len(sources)*perSource)
 		if got := len(f.audit.records(t)) - before; got != len(sources)*perSource {
 			t.Errorf("%d audit records, want one per query (%d)", got, len(sources)*perSource)
 		}

@@ -288,6 +288,7 @@ func (p *udpPool) exchange(ctx context.Context, dl time.Time, q *dns.Msg, size u
 	if _, err := pc.c.Write(out); err != nil {
 		return nil, err
 	}
+	beforeWait(ctx) // the upstream works meanwhile
 	buf = buf[:max(int(size), dns.MinMsgSize)]
 	for {
 		n, err := pc.c.Read(buf)

@@ -128,6 +128,12 @@ func (g *flightGroup) runner(fn func()) {
 
 func (g *flightGroup) wait(ctx context.Context, f *flight) fetchResult {
 	select {
+	case <-f.done: // done already: nothing to wait for
+		return f.res
+	default:
+	}
+	beforeWait(ctx)
+	select {
 	case <-f.done:
 		return f.res
 	case <-ctx.Done():

@@ -35,9 +35,18 @@ func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 		return Answer{Rcode: dns.RcodeFormatError}, fmt.Errorf("resolver: lookup %q: %w", host, err)
 	}
 	v6 := make(chan family, 1)
-	go func() { v6 <- r.lookupFamily(ctx, name, dns.TypeAAAA) }()
+	// The caller's before-wait func is called in the caller's goroutine
+	// only (WithBeforeWait).
+	ctx6 := context.WithValue(ctx, beforeWaitKey{}, (func())(nil))
+	go func() { v6 <- r.lookupFamily(ctx6, name, dns.TypeAAAA) }()
 	f4 := r.lookupFamily(ctx, name, dns.TypeA)
-	f6 := <-v6
+	var f6 family
+	select {
+	case f6 = <-v6:
+	default:
+		beforeWait(ctx)
+		f6 = <-v6
+	}
 
 	ans := Answer{
 		Addrs:    append(f4.addrs, f6.addrs...),

@@ -20,6 +20,26 @@ type Result struct {
 	Duration time.Duration
 }
 
+type beforeWaitKey struct{}
+
+// WithBeforeWait returns a context carrying f, which Query, LookupIP and
+// Client.Exchange call before they first wait on the network or on
+// another caller's query to the same name: once the question has left for
+// the upstream, so that whatever f hands off overlaps the upstream's own
+// work. The DNS server hands its UDP socket on to another reader there.
+// f may be called more than once and must then do nothing; it is not
+// called at all when nothing waits (a cache hit, a failure before the
+// question left).
+func WithBeforeWait(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, beforeWaitKey{}, f)
+}
+
+func beforeWait(ctx context.Context) {
+	if f, ok := ctx.Value(beforeWaitKey{}).(func()); ok && f != nil {
+		f()
+	}
+}
+
 // Query answers (name, qtype) in class IN from the cache or, on a miss,
 // from the upstreams; concurrent identical misses share one upstream
 // query. When every upstream fails and an expired entry is still inside
@@ -37,7 +57,14 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 		return res, nil
 	}
 	r.cache.misses.Inc()
-	res, _ := r.flights.do(ctx, k, func() fetchResult { return r.fetch(ctx, k) })
+	fctx := ctx
+	if ctx.Done() != nil {
+		// The fetch may run in another goroutine (flightGroup.do): the
+		// caller's before-wait func is the caller's to call, on its own
+		// wait.
+		fctx = context.WithValue(ctx, beforeWaitKey{}, (func())(nil))
+	}
+	res, _ := r.flights.do(ctx, k, func() fetchResult { return r.fetch(fctx, k) })
 	if res.err != nil {
 		return nil, fmt.Errorf("resolver: query %s %s: %w", n, dns.TypeToString[qtype], res.err)
 	}

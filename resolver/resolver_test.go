@@ -357,3 +357,57 @@ func value(c prometheus.Metric) float64 {
 	}
 	return m.Gauge.GetValue()
 }
+
+// TestBeforeWait: the func of WithBeforeWait runs before the caller waits
+// on the upstream (it releases the upstream's gate here: called any later,
+// the query would never be answered), after the question left, once per
+// wait; not at all on a cache hit.
+func TestBeforeWait(t *testing.T) {
+	up := dnstest.NewUpstream(t)
+	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}})
+	for _, tc := range []struct {
+		name   string
+		lookup func(ctx context.Context) error
+		calls  int
+	}{
+		{"miss", func(ctx context.Context) error {
+			_, err := r.Query(ctx, "models.test", dns.TypeA)
+			return err
+		}, 1},
+		{"hit", func(ctx context.Context) error {
+			_, err := r.Query(ctx, "models.test", dns.TypeA)
+			return err
+		}, 0},
+		{"LookupIP, AAAA still missing", func(ctx context.Context) error {
+			_, err := r.LookupIP(ctx, "models.test")
+			return err
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release, arrived := up.Gate(4)
+			calls := 0
+			ctx := WithBeforeWait(context.Background(), func() {
+				calls++
+				if tc.calls > 0 {
+					<-arrived // the question left before the wait
+				}
+				release()
+			})
+			done := make(chan error, 1)
+			go func() { done <- tc.lookup(ctx) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				release()
+				t.Fatal("the caller waited before calling its before-wait func")
+			}
+			release()
+			if calls != tc.calls {
+				t.Errorf("called %d times, want %d", calls, tc.calls)
+			}
+		})
+	}
+}
