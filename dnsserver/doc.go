@@ -14,18 +14,25 @@
 // each source IP (Config.MaxConnsPerClient, the proxy's
 // --max-conns-per-client): one over it is closed at accept and counted in
 // a summary record (reason too-many-connections, count). UDP is udp.go's:
-// a fixed set of reader goroutines per socket (GOMAXPROCS), each taking
-// every datagram waiting (up to 32) with one recvmmsg(2), answering them
-// in turn and sending the answers with one sendmmsg(2), reusing its
-// buffers and its query state. Before a query may wait on the network (a
-// cache miss, the cluster DNS, a transparent lookup) its reader hands the
-// socket and the rest of its batch to a parked or new reader, so cached
-// answers never queue behind an upstream. A cache hit shares the entry's
-// records, copied once a second as the TTL counts down, and the
-// never-class stripping and record texts computed with them. Bound to a
-// wildcard address, answers leave from the address the query was sent to
-// (IP_PKTINFO / IPV6_PKTINFO), as with miekg's server.
-// BenchmarkUDPServer compares it with miekg's UDP server.
+// a fixed set of readers per socket (GOMAXPROCS, at least 2), one of which
+// reads at a time (it holds the read token and keeps it while it answers a
+// small batch, so an idle server wakes no second thread), taking every
+// datagram waiting (up to 32) with one recvmmsg(2), answering them in turn
+// and sending the answers with one sendmmsg(2), reusing its buffers and
+// its query state. A query that must wait on the network (a cache miss,
+// the cluster DNS, a transparent lookup) hands its reader, with the rest of
+// the batch, to a parked goroutine once its question has left for the
+// upstream (resolver.WithBeforeWait), so cached answers never queue behind
+// an upstream; it then answers alone and is recorded after its answer is
+// sent. A cache hit shares the entry's records, copied once a second as
+// the TTL counts down, and the never-class stripping and record texts
+// computed with them. Bound to a wildcard address, answers leave from the
+// address the query was sent to (IP_PKTINFO / IPV6_PKTINFO), as with
+// miekg's server. BenchmarkUDPServer compares it with miekg's UDP server.
+//
+// A cache miss waits as long as the Resolver bounds it (two tries per
+// upstream); Config.QueryTimeout bounds cluster DNS and transparent
+// lookups.
 //
 // # A query's flow through the Server
 //

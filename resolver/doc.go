@@ -38,7 +38,11 @@
 // clamped to [MinTTL, MaxTTL]; negative answers (NXDOMAIN, NODATA) live for
 // min(SOA TTL, SOA MINIMUM) clamped to MaxNegativeTTL (RFC 2308 §5), and
 // are not cached without a SOA; TTL 0 is not cached. Concurrent identical
-// misses share one upstream query. When all upstreams fail, an entry
+// misses share one upstream query: in the first caller's goroutine when
+// its context cannot end, else in a parked goroutine so that a caller
+// whose context ends returns at once. WithBeforeWait lets a caller run
+// something once its question has left and before it waits (the DNS
+// server hands its UDP socket on). When all upstreams fail, an entry
 // expired less than StaleFor ago is served with TTL 30 and marked stale
 // (RFC 8767). Cached is a fresh hit only, sharing the entry's records
 // (copied once a second as the TTL counts down) and what the caller's view
