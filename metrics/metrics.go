@@ -13,7 +13,7 @@ import (
 // Metrics are egressd's collectors. Packages take a non-nil *Metrics;
 // tests that do not look at metrics pass New().
 type Metrics struct {
-	Requests       *prometheus.CounterVec   // kind, verdict, reason
+	Requests       *prometheus.CounterVec   // kind, verdict, reason, probe
 	DNSQueries     *prometheus.CounterVec   // verdict, rcode
 	DialSeconds    *prometheus.HistogramVec // result: ok, error
 	DNSSeconds     *prometheus.HistogramVec // result: ok, error, stale
@@ -38,8 +38,8 @@ type Metrics struct {
 func New() *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "egressd_requests_total", Help: "Proxied requests, tunnels and DNS queries by kind, verdict and reason.",
-		}, []string{"kind", "verdict", "reason"}),
+			Name: "egressd_requests_total", Help: "Proxied requests, tunnels and DNS queries by kind, verdict and reason; probe is \"true\" for requests of egressd probe, so that alerts can leave them out.",
+		}, []string{"kind", "verdict", "reason", "probe"}),
 		DNSQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "egressd_dns_queries_total", Help: "DNS queries answered by verdict and rcode.",
 		}, []string{"verdict", "rcode"}),

@@ -109,7 +109,7 @@ func (d Decision) Because(r Reason) Decision {
 
 // Denied returns a denial with reason r and no deciding rule, for requests
 // refused before any policy is consulted (bad-request, rate-limited,
-// too-many-connections, audit-unavailable, unknown-client). No mode
+// audit-unavailable, unknown-client). No mode
 // softens it.
 func Denied(r Reason) Decision {
 	return Decision{Verdict: Deny, Reason: r, Rule: -1, Mode: ModeEnforce}

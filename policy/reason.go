@@ -31,19 +31,16 @@ const (
 
 // Reasons set by the proxy and the resolver around a decision.
 const (
-	ReasonSNIMismatch      Reason = "sni-mismatch"         // CONNECT host and TLS SNI differ
-	ReasonNoSNI            Reason = "no-sni"               // transparent TLS without SNI
-	ReasonResolveFailed    Reason = "resolve-failed"       // the name has no usable address
-	ReasonDialFailed       Reason = "dial-failed"          // every permitted address refused or timed out
-	ReasonBadRequest       Reason = "bad-request"          // malformed or oversized request
-	ReasonClusterDomain    Reason = "cluster-domain"       // DNS: forwarded to the cluster DNS
-	ReasonSearchExpansion  Reason = "search-expansion"     // DNS: an allowed name with a search domain appended
-	ReasonTooManyConns     Reason = "too-many-connections" // the client holds MaxConnsPerClient connections already
-	ReasonECH              Reason = "ech"                  // a ClientHello with Encrypted Client Hello, no rule accepts it
-	ReasonHostMismatch     Reason = "host-mismatch"        // plaintext HTTP in a CONNECT tunnel names another Host
-	ReasonInitOnly         Reason = "init-only"            // the rule is phase: init and the pod is initialized
-	ReasonRateLimited      Reason = "rate-limited"         // over a per-client limit (summary record with count)
-	ReasonAuditUnavailable Reason = "audit-unavailable"    // records cannot be written and --audit-failure is closed
+	ReasonSNIMismatch      Reason = "sni-mismatch"      // CONNECT host and TLS SNI differ
+	ReasonNoSNI            Reason = "no-sni"            // transparent TLS without SNI
+	ReasonBadRequest       Reason = "bad-request"       // malformed or oversized request
+	ReasonClusterDomain    Reason = "cluster-domain"    // DNS: forwarded to the cluster DNS
+	ReasonSearchExpansion  Reason = "search-expansion"  // DNS: an allowed name with a search domain appended
+	ReasonECH              Reason = "ech"               // a ClientHello with Encrypted Client Hello, no rule accepts it
+	ReasonHostMismatch     Reason = "host-mismatch"     // plaintext HTTP in a CONNECT tunnel names another Host
+	ReasonInitOnly         Reason = "init-only"         // the rule is phase: init and the pod is initialized
+	ReasonRateLimited      Reason = "rate-limited"      // over a per-client limit (summary record with count)
+	ReasonAuditUnavailable Reason = "audit-unavailable" // records cannot be written and --audit-failure is closed
 )
 
 // Never reports whether r is denied in every mode (the guard's never class

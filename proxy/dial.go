@@ -13,6 +13,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
 )
 
 // refusal is why a request gets no connection: a denial (403, 400, 503)
@@ -100,6 +101,12 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 	} else {
 		ans, err := p.cfg.Resolver.LookupIP(ctx, ex.host)
 		ex.setDNS(ans)
+		if errors.Is(err, resolver.ErrMetadataName) {
+			// The CNAME chain leads to a metadata name: a denial in every
+			// mode, never a resolve failure.
+			ex.dec = policy.Denied(policy.ReasonMetadata)
+			return nil, deny(http.StatusForbidden, ex.dec, fmt.Errorf("%w: %q: %w", ErrDenied, ex.host, err))
+		}
 		if err != nil || len(ans.Addrs) == 0 {
 			if err == nil {
 				err = errors.New("no addresses")

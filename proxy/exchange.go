@@ -196,9 +196,8 @@ func (ex *exchange) finish(err error) {
 		r.Error = audit.RedactText(err.Error())
 	}
 	r.DurationMS = float64(time.Since(ex.start).Microseconds()) / 1000
-	m := ex.p.m
 	mc := ex.p.mc
-	mc.request(m, r.Kind, r.Verdict, r.Reason).Inc()
+	mc.requests.Get(requestLabels{r.Kind, r.Verdict, r.Reason, r.Probe != ""}).Inc()
 	if r.BytesSent > 0 {
 		mc.sent.Add(float64(r.BytesSent))
 	}

@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"sync"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,11 +16,16 @@ type metricChildren struct {
 	dialOK, dialErr prometheus.Observer
 	sent, received  prometheus.Counter
 
-	tunnels  sync.Map // kind → prometheus.Gauge
-	requests sync.Map // requestLabels → prometheus.Counter
+	tunnels  *metrics.Children[string, prometheus.Gauge]          // by kind
+	requests *metrics.Children[requestLabels, prometheus.Counter] // egressd_requests_total
 }
 
-type requestLabels struct{ kind, verdict, reason string }
+// requestLabels are the labels of egressd_requests_total; probe marks a
+// request of egressd probe.
+type requestLabels struct {
+	kind, verdict, reason string
+	probe                 bool
+}
 
 func newMetricChildren(m *metrics.Metrics) *metricChildren {
 	return &metricChildren{
@@ -28,22 +33,11 @@ func newMetricChildren(m *metrics.Metrics) *metricChildren {
 		dialErr:  m.DialSeconds.WithLabelValues("error"),
 		sent:     m.BytesRelayed.WithLabelValues("sent"),
 		received: m.BytesRelayed.WithLabelValues("received"),
+		tunnels: metrics.NewChildren(func(kind string) prometheus.Gauge {
+			return m.ActiveTunnels.WithLabelValues(kind)
+		}),
+		requests: metrics.NewChildren(func(k requestLabels) prometheus.Counter {
+			return m.Requests.WithLabelValues(k.kind, k.verdict, k.reason, strconv.FormatBool(k.probe))
+		}),
 	}
-}
-
-func (mc *metricChildren) activeTunnels(m *metrics.Metrics, kind string) prometheus.Gauge {
-	if g, ok := mc.tunnels.Load(kind); ok {
-		return g.(prometheus.Gauge)
-	}
-	g, _ := mc.tunnels.LoadOrStore(kind, m.ActiveTunnels.WithLabelValues(kind))
-	return g.(prometheus.Gauge)
-}
-
-func (mc *metricChildren) request(m *metrics.Metrics, kind, verdict, reason string) prometheus.Counter {
-	k := requestLabels{kind, verdict, reason}
-	if c, ok := mc.requests.Load(k); ok {
-		return c.(prometheus.Counter)
-	}
-	c, _ := mc.requests.LoadOrStore(k, m.Requests.WithLabelValues(kind, verdict, reason))
-	return c.(prometheus.Counter)
 }

@@ -157,7 +157,7 @@ func (t *tunnel) start(pre []byte, hello *clientHello, check string, inline bool
 		t.p.recheckTunnel(t, t.p.cfg.Policy())
 	}
 	t.active = true
-	t.p.mc.activeTunnels(t.p.m, t.ex.rec.Kind).Inc()
+	t.p.mc.tunnels.Get(t.ex.rec.Kind).Inc()
 	t.pending.Store(2)
 	go t.guard(t.serverSide)
 	if inline {
@@ -192,7 +192,7 @@ func (t *tunnel) end() {
 	}
 	ex := t.ex
 	if t.active {
-		t.p.mc.activeTunnels(t.p.m, ex.rec.Kind).Dec()
+		t.p.mc.tunnels.Get(ex.rec.Kind).Dec()
 	}
 	ex.rec.BytesSent, ex.rec.BytesReceived = t.sent.Load(), t.recv.Load()
 	t.mu.Lock()

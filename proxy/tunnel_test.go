@@ -79,8 +79,8 @@ func TestMetricsMove(t *testing.T) {
 		got  float64
 		want float64
 	}{
-		{"allowed", value(e.m.Requests.WithLabelValues("connect", "allow", "allowed")), 1},
-		{"denied", value(e.m.Requests.WithLabelValues("connect", "deny", "not-allowlisted")), 1},
+		{"allowed", value(e.m.Requests.WithLabelValues("connect", "allow", "allowed", "false")), 1},
+		{"denied", value(e.m.Requests.WithLabelValues("connect", "deny", "not-allowlisted", "false")), 1},
 		{"active back to zero", value(e.m.ActiveTunnels.WithLabelValues("connect")), 0},
 		{"bytes received", min(value(e.m.BytesRelayed.WithLabelValues("received")), 1), 1},
 		{"audit records", value(e.m.AuditWritten), 2},

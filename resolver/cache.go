@@ -7,6 +7,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/egressd/egressd/metrics"
 )
@@ -36,9 +37,9 @@ type entry struct {
 }
 
 type entryView struct {
-	ttl    uint32
-	msg    *dns.Msg
-	served served
+	ttl  uint32
+	msg  *dns.Msg
+	view any // what the view function of Resolver.Cached made of msg
 }
 
 // cache is the one LRU of the process. The LRU bounds the entry count;
@@ -47,6 +48,9 @@ type entryView struct {
 type cache struct {
 	lru     *lru.Cache[cacheKey, *entry]
 	metrics *metrics.Metrics
+	// The counters every query touches, looked up once.
+	hits, misses prometheus.Counter
+	staleSeconds prometheus.Observer
 	// tick counts the moves to the front of the LRU (insertions and
 	// promotions). An entry promoted less than half the LRU's size ago is
 	// still in its front half, so a hit on it need not take the LRU's
@@ -61,7 +65,8 @@ func newCache(size int, m *metrics.Metrics) (*cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolver: cache: %w", err)
 	}
-	return &cache{lru: l, metrics: m, promoteAt: uint64(max(size/2, 1))}, nil
+	return &cache{lru: l, metrics: m, promoteAt: uint64(max(size/2, 1)),
+		hits: m.CacheHits, misses: m.CacheMisses, staleSeconds: m.DNSSeconds.WithLabelValues("stale")}, nil
 }
 
 // get returns the entry for k and whether it is still fresh at now. An
@@ -100,7 +105,7 @@ func (r *Resolver) lifetime(msg *dns.Msg) time.Duration {
 	var ttl uint32
 	switch {
 	case msg.Rcode == dns.RcodeSuccess && len(msg.Answer) > 0:
-		ttl = minTTL(msg.Answer)
+		ttl = MinTTL(msg.Answer)
 		return clampTTL(ttl, r.cfg.MinTTL, r.cfg.MaxTTL)
 	case msg.Rcode == dns.RcodeSuccess || msg.Rcode == dns.RcodeNameError:
 		soa := findSOA(msg.Ns)
@@ -124,7 +129,9 @@ func clampTTL(ttl uint32, lo, hi time.Duration) time.Duration {
 	return d
 }
 
-func minTTL(rrs []dns.RR) uint32 {
+// MinTTL returns the smallest TTL of rrs (OPT records aside), the
+// lifetime of an answer; 2^31-1 for none (RFC 2181 §8).
+func MinTTL(rrs []dns.RR) uint32 {
 	ttl := uint32(1<<31 - 1) // RFC 2181 §8: TTLs are at most 2^31-1
 	for _, rr := range rrs {
 		if h := rr.Header(); h.Rrtype != dns.TypeOPT && h.Ttl < ttl {
@@ -158,19 +165,21 @@ func answerFrom(e *entry, now time.Time, stale bool) *dns.Msg {
 }
 
 // sharedAnswer is answerFrom for a fresh entry, without the copy, and what
-// the DNS server makes of it: the message, its records and the served
-// sections are shared with every other hit in the same second and must not
-// be modified (the server's cache hits only read them, see
-// Resolver.cached).
-func sharedAnswer(e *entry, now time.Time) (*dns.Msg, served) {
+// view makes of it: the message, its records and the view are shared with
+// every other hit in the same second and must not be modified (see
+// Resolver.Cached).
+func sharedAnswer(e *entry, now time.Time, view func(*dns.Msg) any) (*dns.Msg, any) {
 	ttl := uint32(e.expires.Sub(now) / time.Second)
 	if v := e.view.Load(); v != nil && v.ttl == ttl {
-		return v.msg, v.served
+		return v.msg, v.view
 	}
 	m := answerFrom(e, now, false)
-	v := &entryView{ttl: ttl, msg: m, served: servedOf(m)}
+	v := &entryView{ttl: ttl, msg: m}
+	if view != nil {
+		v.view = view(m)
+	}
 	e.view.Store(v)
-	return m, v.served
+	return m, v.view
 }
 
 func copyRRs(rrs []dns.RR, ttl uint32) []dns.RR {

@@ -15,6 +15,10 @@ var (
 	ErrUpstream = errors.New("resolver: upstream failed")
 	// ErrCNAMEChain: the CNAME chain is longer than Config.MaxCNAME or loops.
 	ErrCNAMEChain = errors.New("resolver: cname chain too long")
+	// ErrMetadataName: the CNAME chain leads to a cloud metadata name
+	// (policy.IsMetadataName), which is never looked up: deny it as the
+	// name itself would be (reason metadata).
+	ErrMetadataName = errors.New("resolver: cname to a metadata name")
 	// ErrInvalidName: the name is empty, too long or not a domain name.
 	ErrInvalidName = errors.New("resolver: invalid name")
 )

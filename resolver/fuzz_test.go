@@ -1,97 +1,86 @@
 package resolver
 
 import (
-	"context"
-	"net/netip"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/egressd/egressd/internal/dnstest"
+	"github.com/egressd/egressd/policy"
 )
 
-// FuzzHandler feeds arbitrary wire bytes to the handler as a pod (and as an
-// unknown client) would send them: no panic, and an answer that packs, is
-// a response to the same id and fits the UDP bound, or nothing.
-func FuzzHandler(f *testing.F) {
-	seeds := []func(m *dns.Msg){
-		func(m *dns.Msg) { m.SetQuestion("models.test.", dns.TypeA) },
-		func(m *dns.Msg) { m.SetQuestion("evil.test.", dns.TypeTXT); m.SetEdns0(4096, true) },
-		func(m *dns.Msg) { m.SetQuestion("big.blob.test.", dns.TypeA) },
-		func(m *dns.Msg) { m.SetQuestion("models.test.llm-prod.svc.cluster.local.", dns.TypeAAAA) },
-		func(m *dns.Msg) { m.SetQuestion("metadata.google.internal.", dns.TypeA) },
-		func(m *dns.Msg) { m.SetQuestion("models.test.", dns.TypeANY) },
-		func(m *dns.Msg) { m.SetQuestion(".", dns.TypeNS) },
-		func(m *dns.Msg) { m.SetQuestion("models.test.", dns.TypeA); m.Response = true },
-		func(m *dns.Msg) {
-			m.SetQuestion("models.test.", dns.TypeA)
-			m.Question = append(m.Question, m.Question[0])
-		},
-	}
-	for _, s := range seeds {
+// FuzzOwnedAnswer feeds arbitrary upstream answers to the owner filter:
+// every record kept is owned by the question's name or by a name the kept
+// CNAMEs lead to from it, in chain order; nothing owned by a metadata name
+// is kept; no HTTPS or SVCB record keeps an ech SvcParam.
+func FuzzOwnedAnswer(f *testing.F) {
+	for _, rrs := range [][]string{
+		{"a.test. 60 IN A 203.0.113.1", "b.test. 60 IN A 198.51.100.1"},
+		{"b.test. 60 IN A 203.0.113.2", "a.test. 60 IN CNAME b.test.", "a.test. 60 IN CNAME c.test."},
+		{"a.test. 60 IN CNAME metadata.google.internal.", "metadata.google.internal. 60 IN A 169.254.169.254"},
+		{"a.test. 60 IN CNAME a.test."},
+		{`a.test. 60 IN HTTPS 1 . alpn="h2" ech="AAAA"`},
+	} {
 		m := new(dns.Msg)
-		s(m)
+		m.SetQuestion("a.test.", dns.TypeA)
+		for _, s := range rrs {
+			m.Answer = append(m.Answer, dnstest.MustRR(s))
+		}
 		b, err := m.Pack()
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b, true, false)
+		f.Add(b)
 	}
-	f.Add([]byte{0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 0x0c, 0, 1, 0, 1}, true, true) // compression loop
-	f.Add([]byte{}, false, false)
-
-	fx := newFixture(f, nil)
-	f.Fuzz(func(t *testing.T, wire []byte, udp, unknown bool) {
-		req := new(dns.Msg)
-		if err := req.Unpack(wire); err != nil {
-			return // miekg answers FORMERR itself (header only) before the handler
-		}
-		src := netip.MustParseAddr("127.0.0.2")
-		if unknown {
-			src = netip.MustParseAddr("127.0.0.9")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp := fx.srv.handle(ctx, src, req, udp)
-		if resp == nil {
-			if !req.Response {
-				t.Fatal("a query got no answer")
-			}
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		m := new(dns.Msg)
+		if m.Unpack(wire) != nil || len(m.Question) != 1 {
 			return
 		}
-		b, err := resp.Pack()
-		if err != nil {
-			t.Fatalf("answer does not pack: %v\n%v", err, resp)
+		name := m.Question[0].Name
+		out := ownedAnswer(name, m.Answer, DefaultMaxCNAME)
+		if len(out) > len(m.Answer) {
+			t.Fatalf("%d records out of %d", len(out), len(m.Answer))
 		}
-		if resp.Id != req.Id || !resp.Response {
-			t.Fatalf("answer id %d QR %v to query %d", resp.Id, resp.Response, req.Id)
+		// The records come owner by owner along the chain: each owner's
+		// group (at most one CNAME in it) before its CNAME target's.
+		cur, next := strings.ToLower(name), ""
+		links := 0
+		for _, rr := range out {
+			owner := strings.ToLower(rr.Header().Name)
+			if owner != cur {
+				if owner != next {
+					t.Fatalf("record %v of another owner or out of chain order (at %q, next %q)", rr, cur, next)
+				}
+				cur, next = next, ""
+			}
+			if policy.IsMetadataName(owner) {
+				t.Fatalf("record of a metadata name kept: %v", rr)
+			}
+			switch v := rr.(type) {
+			case *dns.CNAME:
+				if next != "" {
+					t.Fatalf("second CNAME of %q kept", owner)
+				}
+				next = strings.ToLower(dns.Fqdn(v.Target))
+				links++
+			case *dns.HTTPS:
+				noECH(t, v.Value)
+			case *dns.SVCB:
+				noECH(t, v.Value)
+			}
 		}
-		if udp && len(b) > int(DefaultUDPSize) {
-			t.Fatalf("UDP answer of %d bytes", len(b))
-		}
-		if unknown && resp.Rcode != dns.RcodeRefused {
-			t.Fatalf("unknown client got %s", dns.RcodeToString[resp.Rcode])
+		if links > DefaultMaxCNAME+1 {
+			t.Fatalf("%d CNAME links kept", links)
 		}
 	})
 }
 
-// FuzzParseReverse: a name parseReverse accepts is exactly the PTR name of
-// the address it returns (RFC 1035 §3.5, RFC 3596 §2.5); nothing with
-// extra labels gets through.
-func FuzzParseReverse(f *testing.F) {
-	for _, s := range []string{
-		"2.0.0.127.in-addr.arpa", "x.2.0.0.127.in-addr.arpa", "0.127.in-addr.arpa", "02.0.0.127.in-addr.arpa",
-		"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa", "in-addr.arpa", "ip6.arpa", "",
-	} {
-		f.Add(s)
+func noECH(t *testing.T, kv []dns.SVCBKeyValue) {
+	for _, p := range kv {
+		if p.Key() == dns.SVCB_ECHCONFIG {
+			t.Fatal("ech SvcParam kept")
+		}
 	}
-	f.Fuzz(func(t *testing.T, host string) {
-		a, ok := parseReverse(host)
-		if !ok {
-			return
-		}
-		want, err := dns.ReverseAddr(a.String())
-		if err != nil || want != host+"." {
-			t.Fatalf("%q parsed as %s, whose PTR name is %q", host, a, want)
-		}
-	})
 }

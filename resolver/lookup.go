@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/egressd/egressd/policy"
 )
 
 // LookupIP resolves host for the proxy: A and AAAA concurrently through the
@@ -17,8 +19,12 @@ import (
 // CNAME). Addrs lists the IPv4 addresses first, then IPv6, in answer order.
 // An IP literal is returned as is. When one family fails and the other has
 // addresses, the addresses win. Errors wrap ErrNXDomain, ErrNoAddress,
-// ErrUpstream, ErrCNAMEChain or ErrInvalidName; the Answer still carries
-// Rcode, Duration and the CNAME chain for the audit record.
+// ErrUpstream, ErrCNAMEChain, ErrMetadataName or ErrInvalidName; the
+// Answer still carries Rcode, Duration and the CNAME chain for the audit
+// record. Only records owned by host and its CNAME chain count (the Client
+// filters every upstream answer); a chain that leads to a cloud metadata
+// name ends there, unasked, with ErrMetadataName and no address, whatever
+// the other family found: the caller denies it with reason metadata.
 func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 	start := time.Now()
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
@@ -29,9 +35,18 @@ func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 		return Answer{Rcode: dns.RcodeFormatError}, fmt.Errorf("resolver: lookup %q: %w", host, err)
 	}
 	v6 := make(chan family, 1)
-	go func() { v6 <- r.lookupFamily(ctx, name, dns.TypeAAAA) }()
+	// The caller's before-wait func is called in the caller's goroutine
+	// only (WithBeforeWait).
+	ctx6 := context.WithValue(ctx, beforeWaitKey{}, (func())(nil))
+	go func() { v6 <- r.lookupFamily(ctx6, name, dns.TypeAAAA) }()
 	f4 := r.lookupFamily(ctx, name, dns.TypeA)
-	f6 := <-v6
+	var f6 family
+	select {
+	case f6 = <-v6:
+	default:
+		beforeWait(ctx)
+		f6 = <-v6
+	}
 
 	ans := Answer{
 		Addrs:    append(f4.addrs, f6.addrs...),
@@ -49,14 +64,16 @@ func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 	}
 	ans.TTL = minOf(f4, f6)
 	ans.Duration = time.Since(start)
-	if len(ans.Addrs) > 0 {
+	metadata := errors.Is(f4.err, ErrMetadataName) || errors.Is(f6.err, ErrMetadataName)
+	if len(ans.Addrs) > 0 && !metadata {
 		return ans, nil
 	}
+	ans.Addrs = nil
 	err = pickError(f4.err, f6.err)
 	switch {
 	case errors.Is(err, ErrNXDomain):
 		ans.Rcode = dns.RcodeNameError
-	case errors.Is(err, ErrNoAddress):
+	case errors.Is(err, ErrNoAddress), errors.Is(err, ErrMetadataName):
 	default:
 		ans.Rcode = dns.RcodeServerFailure
 	}
@@ -105,6 +122,13 @@ func (r *Resolver) lookupFamily(ctx context.Context, name string, qtype uint16) 
 			if next == "" {
 				break
 			}
+			if policy.IsMetadataName(next) {
+				// Never asked upstream: the chain leads to a cloud
+				// metadata name, denied like the name itself.
+				f.cnames = append(f.cnames, strings.TrimSuffix(next, "."))
+				f.err = fmt.Errorf("%w: %s", ErrMetadataName, strings.TrimSuffix(next, "."))
+				return f
+			}
 			if seen[next] || len(f.cnames) >= r.cfg.MaxCNAME {
 				f.err = fmt.Errorf("%w (after %d links)", ErrCNAMEChain, len(f.cnames))
 				return f
@@ -148,7 +172,7 @@ func (f *family) noteTTL(msg *dns.Msg) {
 	if len(rrs) == 0 {
 		return
 	}
-	t := minTTL(rrs)
+	t := MinTTL(rrs)
 	if !f.hasTTL || t < f.ttl {
 		f.ttl, f.hasTTL = t, true
 	}
@@ -157,7 +181,7 @@ func (f *family) noteTTL(msg *dns.Msg) {
 func cnameOf(rrs []dns.RR, owner string) string {
 	for _, rr := range rrs {
 		if c, ok := rr.(*dns.CNAME); ok && strings.EqualFold(c.Hdr.Name, owner) {
-			return lowerASCII(dns.Fqdn(c.Target))
+			return LowerASCII(dns.Fqdn(c.Target))
 		}
 	}
 	return ""
@@ -187,7 +211,7 @@ func minOf(fs ...family) uint32 {
 // pickError chooses the error that says most about a name with no address:
 // an upstream failure (we do not know), then NXDOMAIN, then the rest.
 func pickError(a, b error) error {
-	for _, target := range []error{ErrUpstream, context.Canceled, context.DeadlineExceeded, ErrInvalidName, ErrCNAMEChain, ErrNXDomain} {
+	for _, target := range []error{ErrMetadataName, ErrUpstream, context.Canceled, context.DeadlineExceeded, ErrInvalidName, ErrCNAMEChain, ErrNXDomain} {
 		for _, e := range []error{a, b} {
 			if errors.Is(e, target) {
 				return e

@@ -20,6 +20,26 @@ type Result struct {
 	Duration time.Duration
 }
 
+type beforeWaitKey struct{}
+
+// WithBeforeWait returns a context carrying f, which Query, LookupIP and
+// Client.Exchange call before they first wait on the network or on
+// another caller's query to the same name: once the question has left for
+// the upstream, so that whatever f hands off overlaps the upstream's own
+// work. The DNS server hands its UDP socket on to another reader there.
+// f may be called more than once and must then do nothing; it is not
+// called at all when nothing waits (a cache hit, a failure before the
+// question left).
+func WithBeforeWait(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, beforeWaitKey{}, f)
+}
+
+func beforeWait(ctx context.Context) {
+	if f, ok := ctx.Value(beforeWaitKey{}).(func()); ok && f != nil {
+		f()
+	}
+}
+
 // Query answers (name, qtype) in class IN from the cache or, on a miss,
 // from the upstreams; concurrent identical misses share one upstream
 // query. When every upstream fails and an expired entry is still inside
@@ -36,13 +56,20 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 	if res, ok := r.fromCache(k, start); ok {
 		return res, nil
 	}
-	r.cfg.Metrics.CacheMisses.Inc()
-	res, _ := r.flights.do(ctx, k, func() fetchResult { return r.fetch(ctx, k) })
+	r.cache.misses.Inc()
+	fctx := ctx
+	if ctx.Done() != nil {
+		// The fetch may run in another goroutine (flightGroup.do): the
+		// caller's before-wait func is the caller's to call, on its own
+		// wait.
+		fctx = context.WithValue(ctx, beforeWaitKey{}, (func())(nil))
+	}
+	res, _ := r.flights.do(ctx, k, func() fetchResult { return r.fetch(fctx, k) })
 	if res.err != nil {
 		return nil, fmt.Errorf("resolver: query %s %s: %w", n, dns.TypeToString[qtype], res.err)
 	}
 	if res.stale {
-		r.cfg.Metrics.DNSSeconds.WithLabelValues("stale").Observe(time.Since(start).Seconds())
+		r.cache.staleSeconds.Observe(time.Since(start).Seconds())
 	}
 	return &Result{
 		Msg:      answerFrom(res.e, r.cfg.Now(), res.stale),
@@ -52,25 +79,26 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 	}, nil
 }
 
-// cached is Query for a fresh cache hit only, for the DNS server: false
+// Cached is Query for a fresh cache hit only, for the DNS server: false
 // means Query would have to ask (or wait for) an upstream. A hit is
 // counted; a miss is not (the Query that follows counts it). Unlike
-// Query's, the Msg and its records are shared and must not be modified;
-// served is what the server hands out of them (servedOf), computed once
-// a second per entry. A hit is not timed (Duration 0).
-func (r *Resolver) cached(name string, qtype uint16) (Result, served, bool) {
-	n, err := fqdnKey(name)
-	if err != nil {
-		return Result{}, served{}, false
-	}
+// Query's, the Msg and its records are shared with every other hit in the
+// same second of the entry's countdown and must not be modified. view is
+// called with that shared Msg once per entry and second, and what it
+// returns is handed to every hit of that second: what the server makes of
+// an answer (its stripped sections, its record) is computed once a second
+// per name instead of once a query. Every caller must pass the same view
+// function. A hit is not timed (Duration 0). name need not be valid: an
+// invalid name is never cached.
+func (r *Resolver) Cached(name string, qtype uint16, view func(*dns.Msg) any) (Result, any, bool) {
 	now := r.cfg.Now()
-	e, fresh := r.cache.get(cacheKey{name: n, qtype: qtype, qclass: dns.ClassINET}, now)
+	e, fresh := r.cache.get(cacheKey{name: dns.Fqdn(LowerASCII(name)), qtype: qtype, qclass: dns.ClassINET}, now)
 	if !fresh {
-		return Result{}, served{}, false
+		return Result{}, nil, false
 	}
-	r.cfg.Metrics.CacheHits.Inc()
-	m, sv := sharedAnswer(e, now)
-	return Result{Msg: m, Cached: true, Upstream: e.upstream}, sv, true
+	r.cache.hits.Inc()
+	m, v := sharedAnswer(e, now, view)
+	return Result{Msg: m, Cached: true, Upstream: e.upstream}, v, true
 }
 
 func (r *Resolver) fromCache(k cacheKey, start time.Time) (*Result, bool) {
@@ -79,7 +107,7 @@ func (r *Resolver) fromCache(k cacheKey, start time.Time) (*Result, bool) {
 	if !fresh {
 		return nil, false
 	}
-	r.cfg.Metrics.CacheHits.Inc()
+	r.cache.hits.Inc()
 	return &Result{Msg: answerFrom(e, now, false), Cached: true, Upstream: e.upstream, Duration: time.Since(start)}, true
 }
 
@@ -87,10 +115,8 @@ func (r *Resolver) fromCache(k cacheKey, start time.Time) (*Result, bool) {
 // from the caller's cancellation (others may be waiting on it) but bounded:
 // every upstream once over UDP and once over TCP.
 func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
-	bound := time.Duration(2*len(r.up.addrs)) * r.cfg.Timeout
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-	defer cancel()
-	resp, addr, err := r.up.exchange(ctx, newQuery(k.name, k.qtype, k.qclass, r.cfg.UDPSize))
+	until := time.Now().Add(time.Duration(2*len(r.up.addrs)) * r.cfg.Timeout)
+	resp, addr, err := r.up.exchange(context.WithoutCancel(ctx), until, k.name, k.qtype, k.qclass)
 	now := r.cfg.Now()
 	if err != nil {
 		// RFC 8767 §4: answer from an expired entry only once resolution
@@ -101,7 +127,7 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 		return fetchResult{err: err}
 	}
 	e := &entry{
-		msg:      &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: resp.Rcode}, Answer: withoutOPT(resp.Answer), Ns: withoutOPT(resp.Ns)},
+		msg:      &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: resp.Rcode}, Answer: resp.Answer, Ns: resp.Ns},
 		upstream: addr,
 	}
 	life := r.lifetime(e.msg)
@@ -112,14 +138,4 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 		r.cache.put(k, e)
 	}
 	return fetchResult{e: e}
-}
-
-func withoutOPT(rrs []dns.RR) []dns.RR {
-	out := rrs[:0:0]
-	for _, rr := range rrs {
-		if rr.Header().Rrtype != dns.TypeOPT {
-			out = append(out, rr)
-		}
-	}
-	return out
 }

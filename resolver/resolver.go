@@ -128,7 +128,7 @@ func (c *Config) applyDefaults() {
 // for concurrent use.
 type Resolver struct {
 	cfg     Config
-	up      *upstreams
+	up      *Client
 	cache   *cache
 	flights flightGroup
 }
@@ -139,7 +139,8 @@ func New(cfg Config) (*Resolver, error) {
 		return nil, err
 	}
 	cfg.applyDefaults()
-	up, err := newUpstreams(cfg.Upstreams, cfg.Timeout, cfg.UDPSize, cfg.Metrics, cfg.Logger)
+	up, err := NewClient(ClientConfig{Servers: cfg.Upstreams, Timeout: cfg.Timeout, UDPSize: cfg.UDPSize,
+		MaxCNAME: cfg.MaxCNAME, Metrics: cfg.Metrics, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -194,14 +195,18 @@ func fqdnKey(name string) (string, error) {
 	if name == "" || name == "." {
 		return "", fmt.Errorf("resolver: %w: empty", ErrInvalidName)
 	}
-	n := dns.Fqdn(lowerASCII(name))
+	n := dns.Fqdn(LowerASCII(name))
 	if _, ok := dns.IsDomainName(n); !ok || len(n) > 254 {
 		return "", fmt.Errorf("resolver: %w: %q", ErrInvalidName, name)
 	}
 	return n, nil
 }
 
-func lowerASCII(s string) string {
+// LowerASCII returns s with ASCII upper case letters in lower case: DNS
+// names compare case-insensitively (RFC 4343) and every other byte of a
+// label is kept as is. It does not allocate when s is lower case already,
+// as nearly every name asked is.
+func LowerASCII(s string) string {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c >= 'A' && c <= 'Z' {
 			b := []byte(s)
@@ -216,7 +221,9 @@ func lowerASCII(s string) string {
 	return s
 }
 
-func rcodeString(rc int) string {
+// RcodeString returns the mnemonic of a DNS response code ("NXDOMAIN"),
+// or "RCODE<n>" for one without a name.
+func RcodeString(rc int) string {
 	if s, ok := dns.RcodeToString[rc]; ok {
 		return s
 	}

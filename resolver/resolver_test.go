@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/egressd/egressd/internal/dnstest"
 	"github.com/egressd/egressd/metrics"
 )
 
@@ -36,10 +37,10 @@ func TestCacheTTL(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			up := newFakeUpstream(t)
-			clk := newClock()
+			up := dnstest.NewUpstream(t)
+			clk := dnstest.NewClock()
 			cfg := tc.cfg
-			cfg.Upstreams, cfg.Now = []string{up.addr}, clk.Now
+			cfg.Upstreams, cfg.Now = []string{up.Addr}, clk.Now
 			r := newTestResolver(t, cfg)
 			ctx := context.Background()
 			res, err := r.Query(ctx, tc.qname, tc.qtype)
@@ -57,13 +58,13 @@ func TestCacheTTL(t *testing.T) {
 			if err != nil || !res.Cached || ttlOf(res.Msg) != 1 {
 				t.Fatalf("1s before expiry: cached %v ttl %d err %v, want cached ttl 1", res.Cached, ttlOf(res.Msg), err)
 			}
-			if up.total.Load() != 1 {
-				t.Fatalf("upstream asked %d times, want 1", up.total.Load())
+			if up.Total.Load() != 1 {
+				t.Fatalf("upstream asked %d times, want 1", up.Total.Load())
 			}
 			clk.Advance(time.Second)
 			res, err = r.Query(ctx, tc.qname, tc.qtype)
-			if err != nil || res.Cached || up.total.Load() != 2 {
-				t.Fatalf("at expiry: cached %v err %v upstream %d, want a new query", res.Cached, err, up.total.Load())
+			if err != nil || res.Cached || up.Total.Load() != 2 {
+				t.Fatalf("at expiry: cached %v err %v upstream %d, want a new query", res.Cached, err, up.Total.Load())
 			}
 		})
 	}
@@ -77,13 +78,13 @@ func ttlOf(m *dns.Msg) uint32 {
 	if len(rrs) == 0 {
 		return 0
 	}
-	return minTTL(rrs)
+	return MinTTL(rrs)
 }
 
 func TestCacheKeyAndBound(t *testing.T) {
-	up := newFakeUpstream(t)
+	up := dnstest.NewUpstream(t)
 	m := metrics.New()
-	r := newTestResolver(t, Config{Upstreams: []string{up.addr}, CacheSize: 2, Metrics: m, Now: newClock().Now})
+	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}, CacheSize: 2, Metrics: m, Now: dnstest.NewClock().Now})
 	ctx := context.Background()
 	for _, q := range []struct {
 		name  string
@@ -93,7 +94,7 @@ func TestCacheKeyAndBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := up.total.Load(); got != 3 {
+	if got := up.Total.Load(); got != 3 {
 		t.Errorf("upstream asked %d times, want 3 (case-insensitive key, type in key)", got)
 	}
 	if r.cache.len() != 2 || value(m.CacheSize) != 2 {
@@ -111,7 +112,7 @@ func TestNoSOANotCached(t *testing.T) {
 		t.Errorf("NXDOMAIN without SOA cached for %s (RFC 2308 §5: should not)", got)
 	}
 	msg.Rcode = dns.RcodeServerFailure
-	msg.Ns = []dns.RR{soa("test.", 60, 60)}
+	msg.Ns = []dns.RR{dnstest.SOA("test.", 60, 60)}
 	if got := r.lifetime(msg); got != 0 {
 		t.Errorf("SERVFAIL cached for %s", got)
 	}
@@ -119,11 +120,9 @@ func TestNoSOANotCached(t *testing.T) {
 
 func TestCoalescing(t *testing.T) {
 	const n = 20
-	up := newFakeUpstream(t)
-	up.mu.Lock()
-	up.gate, up.arrived = make(chan struct{}), make(chan string, 2*n)
-	up.mu.Unlock()
-	r := newTestResolver(t, Config{Upstreams: []string{up.addr}})
+	up := dnstest.NewUpstream(t)
+	release, arrived := up.Gate(2 * n)
+	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}})
 	joined := make(chan struct{}, n)
 	r.flights.onJoin = func(cacheKey) { joined <- struct{}{} }
 
@@ -133,40 +132,38 @@ func TestCoalescing(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { results[i], errs[i] = r.Query(context.Background(), "models.test", dns.TypeA) })
 	}
-	<-up.arrived // the one query reached the upstream
+	<-arrived // the one query reached the upstream
 	for range n - 1 {
 		<-joined // and everybody else waits on it
 	}
-	close(up.gate)
+	release()
 	wg.Wait()
 	for i := range n {
 		if errs[i] != nil || !slices.Equal(answerAddrs(results[i].Msg), []string{"203.0.113.10"}) {
 			t.Fatalf("caller %d: %v %v", i, results[i], errs[i])
 		}
 	}
-	if got := up.total.Load(); got != 1 {
+	if got := up.Total.Load(); got != 1 {
 		t.Errorf("%d concurrent misses made %d upstream queries, want 1", n, got)
 	}
 }
 
 func TestCoalescedCallerCancel(t *testing.T) {
-	up := newFakeUpstream(t)
-	up.mu.Lock()
-	up.gate, up.arrived = make(chan struct{}), make(chan string, 4)
-	up.mu.Unlock()
-	r := newTestResolver(t, Config{Upstreams: []string{up.addr}})
+	up := dnstest.NewUpstream(t)
+	release, arrived := up.Gate(4)
+	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
 		_, err := r.Query(ctx, "models.test", dns.TypeA)
 		errc <- err
 	}()
-	<-up.arrived
+	<-arrived
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled caller got %v", err)
 	}
-	close(up.gate)
+	release()
 	// The detached query still completes and fills the cache.
 	res, err := r.Query(context.Background(), "models.test", dns.TypeA)
 	if err != nil || len(res.Msg.Answer) != 1 {
@@ -175,16 +172,16 @@ func TestCoalescedCallerCancel(t *testing.T) {
 }
 
 func TestServeStale(t *testing.T) {
-	up := newFakeUpstream(t)
-	clk := newClock()
+	up := dnstest.NewUpstream(t)
+	clk := dnstest.NewClock()
 	m := metrics.New()
-	r := newTestResolver(t, Config{Upstreams: []string{up.addr}, Now: clk.Now, StaleFor: time.Hour, Metrics: m})
+	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}, Now: clk.Now, StaleFor: time.Hour, Metrics: m})
 	ctx := context.Background()
 	if _, err := r.Query(ctx, "models.test", dns.TypeA); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(301 * time.Second)
-	up.failing.Store(true)
+	up.Failing.Store(true)
 	tests := []struct {
 		name    string
 		advance time.Duration
@@ -213,7 +210,7 @@ func TestServeStale(t *testing.T) {
 		t.Error("upstream SERVFAIL not counted")
 	}
 	t.Run("upstream back: fresh again", func(t *testing.T) {
-		up.failing.Store(false)
+		up.Failing.Store(false)
 		res, err := r.Query(ctx, "models.test", dns.TypeA)
 		if err != nil || res.Stale || ttlOf(res.Msg) != 300 {
 			t.Fatalf("got %+v %v", res, err)
@@ -222,14 +219,14 @@ func TestServeStale(t *testing.T) {
 }
 
 func TestFailover(t *testing.T) {
-	up := newFakeUpstream(t)
-	dead := closedAddr(t)
+	up := dnstest.NewUpstream(t)
+	dead := dnstest.ClosedAddr(t)
 	m := metrics.New()
-	r := newTestResolver(t, Config{Upstreams: []string{dead, up.addr}, Metrics: m})
+	r := newTestResolver(t, Config{Upstreams: []string{dead, up.Addr}, Metrics: m})
 	ctx := context.Background()
 	res, err := r.Query(ctx, "models.test", dns.TypeA)
-	if err != nil || res.Upstream != up.addr {
-		t.Fatalf("got %+v %v, want an answer from %s", res, err, up.addr)
+	if err != nil || res.Upstream != up.Addr {
+		t.Fatalf("got %+v %v, want an answer from %s", res, err, up.Addr)
 	}
 	failures := value(m.UpstreamErrors.WithLabelValues("network"))
 	if failures != 1 {
@@ -243,7 +240,7 @@ func TestFailover(t *testing.T) {
 		t.Errorf("dead upstream asked again: errors %v", got)
 	}
 	t.Run("all dead", func(t *testing.T) {
-		r := newTestResolver(t, Config{Upstreams: []string{dead, closedAddr(t)}})
+		r := newTestResolver(t, Config{Upstreams: []string{dead, dnstest.ClosedAddr(t)}})
 		if _, err := r.Query(ctx, "models.test", dns.TypeA); !errors.Is(err, ErrUpstream) {
 			t.Fatalf("got %v, want ErrUpstream", err)
 		}
@@ -251,8 +248,8 @@ func TestFailover(t *testing.T) {
 }
 
 func TestLookupIP(t *testing.T) {
-	up := newFakeUpstream(t)
-	r := newTestResolver(t, Config{Upstreams: []string{up.addr}, Now: newClock().Now})
+	up := dnstest.NewUpstream(t)
+	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}, Now: dnstest.NewClock().Now})
 	tests := []struct {
 		name   string
 		host   string
@@ -294,7 +291,7 @@ func TestLookupIP(t *testing.T) {
 	}
 	t.Run("second lookup is cached", func(t *testing.T) {
 		ans, err := r.LookupIP(context.Background(), "x.blob.test")
-		if err != nil || !ans.Cached || ans.Upstream != up.addr {
+		if err != nil || !ans.Cached || ans.Upstream != up.Addr {
 			t.Fatalf("got %+v %v", ans, err)
 		}
 	})
@@ -323,14 +320,6 @@ func TestUpstreamsFromResolvConf(t *testing.T) {
 			}
 		})
 	}
-	t.Run("search domains", func(t *testing.T) {
-		p := filepath.Join(t.TempDir(), "resolv.conf")
-		os.WriteFile(p, []byte("search a.svc.cluster.local ec2.internal\nnameserver 10.0.0.2\n"), 0o600)
-		got, err := SearchFromResolvConf(p)
-		if err != nil || !slices.Equal(got, []string{"a.svc.cluster.local", "ec2.internal"}) {
-			t.Fatalf("got %v %v", got, err)
-		}
-	})
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -367,4 +356,58 @@ func value(c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+// TestBeforeWait: the func of WithBeforeWait runs before the caller waits
+// on the upstream (it releases the upstream's gate here: called any later,
+// the query would never be answered), after the question left, once per
+// wait; not at all on a cache hit.
+func TestBeforeWait(t *testing.T) {
+	up := dnstest.NewUpstream(t)
+	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}})
+	for _, tc := range []struct {
+		name   string
+		lookup func(ctx context.Context) error
+		calls  int
+	}{
+		{"miss", func(ctx context.Context) error {
+			_, err := r.Query(ctx, "models.test", dns.TypeA)
+			return err
+		}, 1},
+		{"hit", func(ctx context.Context) error {
+			_, err := r.Query(ctx, "models.test", dns.TypeA)
+			return err
+		}, 0},
+		{"LookupIP, AAAA still missing", func(ctx context.Context) error {
+			_, err := r.LookupIP(ctx, "models.test")
+			return err
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release, arrived := up.Gate(4)
+			calls := 0
+			ctx := WithBeforeWait(context.Background(), func() {
+				calls++
+				if tc.calls > 0 {
+					<-arrived // the question left before the wait
+				}
+				release()
+			})
+			done := make(chan error, 1)
+			go func() { done <- tc.lookup(ctx) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				release()
+				t.Fatal("the caller waited before calling its before-wait func")
+			}
+			release()
+			if calls != tc.calls {
+				t.Errorf("called %d times, want %d", calls, tc.calls)
+			}
+		})
+	}
 }

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# DNS benchmark: dnsperf against egressd's resolver (every query
-# policy-checked and audit-logged), dnsmasq and CoreDNS, all forwarding to
-# the same authoritative upstream, warm cache; then p50/p99 latency and the
-# added latency of a cold miss. See README.md. Needs scripts/deps/dns.sh;
-# CoreDNS is taken from .tools/coredns when present.
+# DNS benchmark: dnsperf against egressd's DNS server (every query
+# rate-checked, identified, policy-checked and audit-logged), dnsmasq and
+# CoreDNS, all forwarding to the same authoritative upstream, warm cache, in
+# ROUNDS alternating rounds; then p50/p99 latency of egressd and dnsmasq
+# asked alternately, query by query; the added latency of a cold miss over
+# the upstream's own (also alternately); and the rate with an upstream that
+# answers with TTL 0 (nothing cached). See README.md. Needs
+# scripts/deps/dns.sh; CoreDNS is taken from .tools/coredns when present.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-DURATION=${DURATION:-10}   # seconds of dnsperf per server
+DURATION=${DURATION:-10}   # seconds of dnsperf per server and round
+ROUNDS=${ROUNDS:-3}        # rounds of dnsperf, servers in alternating order
 NAMES=${NAMES:-1000}       # distinct names in the query set
 CLIENTS=${CLIENTS:-4}      # dnsperf -c
 OUTSTANDING=${OUTSTANDING:-100}
+PROFILE=${PROFILE:-}       # when set, egressd's CPU profile of the whole run goes there
+TTL0=${TTL0:-1}            # also measure an upstream answering with TTL 0 (every query a miss)
 
 work=$(mktemp -d)
 pids=()
@@ -27,11 +33,18 @@ for t in dnsperf dnsmasq; do
 done
 go build -o "$work/" ./bench/dns/upstream ./bench/dns/egressd ./bench/dns/probe
 
+dnsmasq_on() { # port upstream-port
+	dnsmasq -k --no-resolv --no-hosts --bind-interfaces --listen-address=127.0.0.1 --port="$1" \
+		--server="127.0.0.1#$2" --cache-size=10000 --user=root --pid-file= --log-facility=- 2>"$work/dnsmasq$1.log" &
+	pids+=($!)
+}
+
 UP=127.0.0.1:5390
 "$work/upstream" -addr "$UP" & pids+=($!)
-"$work/egressd" -addr 127.0.0.1:5391 -upstream "$UP" -audit "$work/audit.jsonl" 2>"$work/egressd.log" & pids+=($!)
-dnsmasq -k --no-resolv --no-hosts --bind-interfaces --listen-address=127.0.0.1 --port=5392 \
-	--server=127.0.0.1#5390 --cache-size=10000 --user=root --pid-file= --log-facility=- 2>"$work/dnsmasq.log" & pids+=($!)
+prof=()
+[[ -n "$PROFILE" ]] && prof=(-cpuprofile "$PROFILE")
+"$work/egressd" -addr 127.0.0.1:5391 -upstream "$UP" -audit "$work/audit.jsonl" "${prof[@]}" 2>"$work/egressd.log" & pids+=($!)
+dnsmasq_on 5392 5390
 servers=("egressd 5391" "dnsmasq 5392")
 if [[ -x .tools/coredns ]]; then
 	printf '.:5393 {\n  bind 127.0.0.1\n  cache\n  forward . %s\n}\n' "$UP" >"$work/Corefile"
@@ -40,45 +53,67 @@ if [[ -x .tools/coredns ]]; then
 else
 	echo "note: .tools/coredns missing (GOBIN=\$PWD/.tools go install github.com/coredns/coredns@v1.15.0): skipped" >&2
 fi
+ttl0=()
+if [[ "$TTL0" == 1 ]]; then
+	"$work/upstream" -addr 127.0.0.1:5394 -ttl 0 & pids+=($!)
+	"$work/egressd" -addr 127.0.0.1:5395 -upstream 127.0.0.1:5394 -audit "$work/audit0.jsonl" 2>"$work/egressd0.log" & pids+=($!)
+	dnsmasq_on 5396 5394
+	ttl0=("egressd 5395" "dnsmasq 5396")
+fi
 
 for i in $(seq 0 $((NAMES - 1))); do echo "n$i.bench.test A"; done >"$work/queries"
 
 # Wait until every server answers (each has its own listener start-up).
-for s in "${servers[@]}" "upstream 5390"; do
+for s in "${servers[@]}" "upstream 5390" "${ttl0[@]}"; do
 	port=${s#* }
 	for _ in $(seq 100); do
 		dig +short +tries=1 +time=1 -p "$port" @127.0.0.1 n0.bench.test A >/dev/null 2>&1 && break
 	done
 done
 
-declare -A qps p50 p99
+qps_of() { # port: queries per second of one dnsperf run
+	dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$DURATION" -c "$CLIENTS" -q "$OUTSTANDING" 2>&1 |
+		awk '/Queries lost/ { lost = $3 } /Queries per second/ { qps = $4 } END { if (lost + 0 > 0) printf "%s(lost %s)", qps, lost; else print qps }'
+}
+
+# Warm: every name once through each server.
 for s in "${servers[@]}"; do
-	name=${s% *} port=${s#* }
-	# Warm: every name once, then measure.
-	dnsperf -s 127.0.0.1 -p "$port" -d "$work/queries" -n 1 >/dev/null 2>&1
-	out=$(dnsperf -s 127.0.0.1 -p "$port" -d "$work/queries" -l "$DURATION" -c "$CLIENTS" -q "$OUTSTANDING" 2>&1)
-	qps[$name]=$(awk '/Queries per second/ {print $4}' <<<"$out")
-	lost=$(awk '/Queries lost/ {print $3}' <<<"$out")
-	read -r p50[$name] p99[$name] < <("$work/probe" -server "127.0.0.1:$port" -n 2000 -names "$NAMES" | sed -E 's/p50_ms=([^ ]+) p99_ms=([^ ]+).*/\1 \2/')
-	echo "$name: qps=${qps[$name]} lost=$lost p50=${p50[$name]}ms p99=${p99[$name]}ms"
+	dnsperf -s 127.0.0.1 -p "${s#* }" -d "$work/queries" -n 1 >/dev/null 2>&1
 done
 
-# Cold misses: fresh names through egressd versus the upstream itself.
-cold_e=$("$work/probe" -server 127.0.0.1:5391 -n 500 -cold)
-cold_u=$("$work/probe" -server "$UP" -n 500 -cold)
-echo "cold egressd:  $cold_e"
-echo "cold upstream: $cold_u"
-ce=$(sed -E 's/p50_ms=([^ ]+).*/\1/' <<<"$cold_e")
-cu=$(sed -E 's/p50_ms=([^ ]+).*/\1/' <<<"$cold_u")
+echo "warm cache, queries per second (dnsperf -c $CLIENTS -q $OUTSTANDING, ${DURATION}s per server and round):"
+minratio=
+for r in $(seq "$ROUNDS"); do
+	order=("${servers[@]}")
+	((r % 2 == 0)) && order=("${servers[1]}" "${servers[0]}" "${servers[@]:2}")
+	declare -A qps=()
+	line="round $r:"
+	for s in "${order[@]}"; do
+		qps[${s% *}]=$(qps_of "${s#* }")
+	done
+	for s in "${servers[@]}"; do line+=" ${s% *} ${qps[${s% *}]}"; done
+	ratio=$(awk -v a="${qps[egressd]%%(*}" -v b="${qps[dnsmasq]%%(*}" 'BEGIN { printf "%.2f", a / b }')
+	echo "$line  egressd/dnsmasq $ratio"
+	minratio=$(awk -v m="$minratio" -v r="$ratio" 'BEGIN { if (m == "" || r < m) print r; else print m }')
+done
+echo "lowest egressd/dnsmasq of $ROUNDS rounds: $minratio"
 
 echo
-echo "| server | qps | vs egressd | p50 ms | p99 ms |"
-echo "|---|---|---|---|---|"
-for s in "${servers[@]}"; do
-	name=${s% *}
-	ratio=$(awk -v a="${qps[egressd]}" -v b="${qps[$name]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
-	echo "| $name | ${qps[$name]} | egressd/$name = $ratio | ${p50[$name]} | ${p99[$name]} |"
-done
+echo "latency, one query at a time, egressd and dnsmasq alternately (warm):"
+"$work/probe" -server 127.0.0.1:5391 -vs 127.0.0.1:5392 -n 4000 -names "$NAMES" |
+	sed -e 's/^127.0.0.1:5391/egressd/' -e 's/^127.0.0.1:5392/dnsmasq/'
+
 echo
-awk -v e="$ce" -v u="$cu" 'BEGIN { printf "cold miss p50: egressd %.3f ms, upstream alone %.3f ms, added %.3f ms\n", e, u, e - u }'
+echo "cold miss, fresh names through egressd and to the upstream alone, alternately:"
+"$work/probe" -server 127.0.0.1:5391 -vs "$UP" -n 1000 -cold |
+	sed -e 's/^127.0.0.1:5391/egressd/' -e "s/^$UP/upstream/" -e 's/^added_p50_ms/egressd added, median of pairs, ms:/'
+
+if [[ "$TTL0" == 1 ]]; then
+	echo
+	echo "upstream answering with TTL 0 (every query a miss), queries per second:"
+	declare -A q0=()
+	for s in "${ttl0[@]}"; do q0[${s% *}]=$(qps_of "${s#* }"); done
+	awk -v e="${q0[egressd]%%(*}" -v d="${q0[dnsmasq]%%(*}" 'BEGIN { printf "egressd %s, dnsmasq %s, egressd/dnsmasq %.2f\n", e, d, e / d }'
+fi
+echo
 echo "audit records written by egressd: $(wc -l <"$work/audit.jsonl")"

@@ -4,26 +4,29 @@ import (
 	"net/netip"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/dnsserver"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/resolver"
 )
 
 // startDNS starts the stub resolver on the opened DNS sockets, if any.
 func startDNS(o *runOptions, st *state, res *resolver.Resolver, auditLog *audit.Logger,
-	ls *listeners, start func(string, func() error)) (*resolver.Server, error) {
+	ls *listeners, start func(string, func() error)) (*dnsserver.Server, error) {
 	if ls.dnsTCP == nil {
 		return nil, nil
 	}
-	cfg := resolver.ServerConfig{
+	cfg := dnsserver.Config{
 		Resolver: res, Policy: st.policy, Identity: st.pods, Audit: auditLog, Metrics: st.metrics,
 		Logger: st.log, Mode: policy.Mode(o.mode), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS,
+		MaxConnsPerClient: o.maxConns, QueryRate: o.dnsRate, QueryBurst: o.dnsBurst,
+		AuditAvailable: auditLog.Available,
 	}
 	for _, c := range o.privateCIDRs {
 		// Reverse lookups (PTR) of the cluster's own ranges go to the
 		// cluster DNS; every other reverse name is decided like any name.
 		cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, netip.MustParsePrefix(c)) // validated
 	}
-	if search, err := resolver.SearchFromResolvConf("/etc/resolv.conf"); err == nil {
+	if search, err := dnsserver.SearchFromResolvConf("/etc/resolv.conf"); err == nil {
 		cfg.SearchDomains = search
 	}
 	if o.advertiseIP != "" {
@@ -34,7 +37,7 @@ func startDNS(o *runOptions, st *state, res *resolver.Resolver, auditLog *audit.
 			cfg.AdvertiseIP6 = ip
 		}
 	}
-	srv, err := resolver.NewServer(cfg)
+	srv, err := dnsserver.New(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -438,7 +438,7 @@ func TestEndToEndMetricsHealthAndDrain(t *testing.T) {
 	if code, _, stderr := in.curl(t, w, "127.0.0.2", "-f", "https://models.test:"+w.port+"/"); code != 0 {
 		t.Fatalf("curl: %s", stderr)
 	}
-	in.waitMetric(t, `egressd_requests_total{kind="connect",reason="allowed",verdict="allow"}`, 1)
+	in.waitMetric(t, `egressd_requests_total{kind="connect",probe="false",reason="allowed",verdict="allow"}`, 1)
 	in.waitMetric(t, `egressd_audit_records_total`, 1)
 	if v := in.metric(t, `egressd_identities`); v != 2 {
 		t.Errorf("egressd_identities = %v, want 2", v)

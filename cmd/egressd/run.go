@@ -59,6 +59,8 @@ type runOptions struct {
 	// package default (resolver.Config, proxy.Config).
 	dnsTimeout, dnsStaleFor, responseTimeout time.Duration
 	auditHTTPPath                            string
+	dnsRate                                  float64
+	dnsBurst                                 int
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -74,7 +76,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.advertiseIP, "advertise-ip", "", "address the resolver gives for allowed names (transparent mode); empty disables")
 	fs.Var(&o.upstreamDNS, "upstream-dns", "upstream DNS server host:port (repeatable; default: the nameservers of /etc/resolv.conf)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain, forwarded to --cluster-dns")
-	fs.Var(&o.clusterDNS, "cluster-dns", "cluster DNS server host:port for the cluster domain (repeatable; default: none, and names under the cluster domain are answered NXDOMAIN)")
+	fs.Var(&o.clusterDNS, "cluster-dns", "cluster DNS server host:port for the cluster domain and the PTR names of --private-cidr (repeatable; none: such names are answered NXDOMAIN)")
 	fs.Var(&o.privateCIDRs, "private-cidr", "the cluster's pod and service CIDRs (repeatable): private for the guard, and the only ranges whose reverse (PTR) names go to --cluster-dns")
 	fs.StringVar(&o.mode, "mode", string(policy.ModeEnforce), "enforce, or audit: allow what enforce would deny and record would_deny")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "/metrics, /healthz and /readyz address; empty disables")
@@ -90,9 +92,11 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.dnsTimeout, "dns-timeout", 0, "bound on one exchange with one upstream DNS server (0: 2s)")
 	fs.DurationVar(&o.dnsStaleFor, "dns-stale-for", 0, "how long after expiry a cached answer is still served while every upstream fails (RFC 8767; 0: 1h; negative: never)")
 	fs.DurationVar(&o.responseTimeout, "response-timeout", 0, "how long a plain HTTP request waits for the origin's response header before 504 (0: 5m)")
-	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy listeners (0: 1024; negative: no limit)")
 	fs.DurationVar(&o.eventInterval, "event-interval", kube.DefaultEventInterval, "with --kube: at most one Kubernetes Event (EgressDenied) on a denied pod per host and reason in this interval; 0 disables Events")
 	fs.StringVar(&o.auditHTTPPath, "audit-http-path", string(proxy.HTTPPathNone), "none, or full: record plain HTTP request paths (without query) in audit records; paths can hold tokens")
+	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy, transparent and DNS-over-TCP listeners, each (0: 1024; negative: no limit)")
+	fs.Float64Var(&o.dnsRate, "dns-rate", 0, "DNS queries per second one source IP may send, UDP and TCP; over it REFUSED (0: 1000; negative: no limit)")
+	fs.IntVar(&o.dnsBurst, "dns-burst", 0, "DNS queries one source IP may send at once above --dns-rate (0: twice --dns-rate)")
 }
 
 // validate checks the flags with errors a person can act on.
@@ -147,6 +151,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.auditFile == "" && (o.auditMaxSize > 0 || o.auditBackups > 0) {
 		errs = append(errs, errors.New("--audit-file-max-size and --audit-file-max-backups need --audit-file"))
+	}
+	if o.dnsBurst < 0 {
+		errs = append(errs, errors.New("--dns-burst must not be negative"))
 	}
 	if o.drainTimeout < 0 {
 		errs = append(errs, errors.New("--drain-timeout must not be negative"))

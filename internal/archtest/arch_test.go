@@ -1,6 +1,7 @@
 // Package archtest holds the dependency rules of DESIGN.md and of each
 // package's doc.go in one place: dependencies point inward
-// (cmd → proxy/resolver/kube → policy), policy is pure, probe is a client,
+// (cmd → proxy/dnsserver/resolver/kube → policy), policy is pure, proxy
+// links the resolver's client and cache but never the DNS server, probe is a client,
 // test helpers and the test CA stay out of the serving code, and nothing
 // imports cmd.
 //
@@ -71,17 +72,19 @@ var rules = []rule{
 	{pkg: "policy", why: "the core is pure: it imports no other package of this module and no client-go",
 		onlyModule: []string{}, mustNot: []string{clientGo}},
 	{pkg: "probe", why: "probe is a client of egressd: policy's names and reasons only, never the serving packages, audit, cmd or client-go",
-		onlyModule: []string{"policy"}, mustNot: []string{"proxy", "resolver", "kube", "audit", "cmd", clientGo}},
+		onlyModule: []string{"policy"}, mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
 	{pkg: "kube", why: "kube adapts the API to policy and identity and reads audit records for Events; it never reaches the serving packages, cmd, the test CA or the test helpers",
-		mustNot: []string{"proxy", "resolver", "cmd", "certs", "internal"}},
+		mustNot: []string{"proxy", "resolver", "dnsserver", "cmd", "certs", "internal"}},
 	{pkg: "identity", why: "identity maps addresses to pods from API types; it must not import client-go, proxy, resolver, kube or cmd",
-		mustNot: []string{"proxy", "resolver", "kube", "cmd", clientGo}},
+		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "cmd", clientGo}},
 	{pkg: "audit", why: "audit writes records; it must not import proxy, resolver, kube or cmd",
-		mustNot: []string{"proxy", "resolver", "kube", "cmd"}},
-	{pkg: "proxy", why: "proxy serves; it must not import kube, cmd, certs (tests and benchmarks only) or client-go",
-		mustNot: []string{"kube", "cmd", "certs", clientGo}},
-	{pkg: "resolver", why: "resolver serves names; it must not import proxy, kube, cmd or client-go",
-		mustNot: []string{"proxy", "kube", "cmd", clientGo}},
+		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "cmd"}},
+	{pkg: "proxy", why: "proxy serves; it must not import kube, cmd, the DNS server (only the resolver's client and cache), certs (tests and benchmarks only) or client-go",
+		mustNot: []string{"kube", "cmd", "dnsserver", "certs", clientGo}},
+	{pkg: "resolver", why: "resolver is the upstream client and the cache; it must not import proxy, the DNS server, kube, cmd or client-go",
+		mustNot: []string{"proxy", "dnsserver", "kube", "cmd", clientGo}},
+	{pkg: "dnsserver", why: "dnsserver serves names; it must not import proxy, kube, cmd, certs or client-go",
+		mustNot: []string{"proxy", "kube", "cmd", "certs", clientGo}},
 	{pkg: "limit", why: "limit imports only the standard library; callers turn its summaries into records",
 		stdOnly: true},
 	{pkg: "certs", why: "the test CA must not import any other package of this module",
@@ -262,6 +265,8 @@ func TestRulesFire(t *testing.T) {
 		{"proxy links kube", "proxy", m("kube"), false, "proxy depends on " + m("kube")},
 		{"proxy links certs", "proxy", m("certs"), false, "proxy depends on " + m("certs")},
 		{"resolver links proxy", "resolver", m("proxy"), false, "resolver depends on " + m("proxy")},
+		{"proxy links the DNS server", "proxy", m("dnsserver"), false, "proxy depends on " + m("dnsserver")},
+		{"dnsserver links proxy", "dnsserver", m("proxy"), false, "dnsserver depends on " + m("proxy")},
 		{"a resolver sub-package links proxy", "resolver/server", m("proxy"), false, "resolver/server depends on " + m("proxy")},
 		{"limit imports a library", "limit", "github.com/hashicorp/golang-lru/v2", true, "limit imports github.com/hashicorp/golang-lru/v2"},
 		{"certs links policy", "certs", m("policy"), false, "certs depends on " + m("policy")},

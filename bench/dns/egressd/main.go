@@ -1,5 +1,5 @@
 // Command egressd runs egressd's DNS server alone, built from the resolver
-// package directly, for the benchmark: a policy that allows **.bench.test
+// and dnsserver packages directly, for the benchmark: a policy that allows **.bench.test
 // to the pod at 127.0.0.1 (dnsperf's source), every query policy-checked
 // and audit-logged to a file.
 package main
@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/dnsserver"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/metrics"
@@ -48,6 +49,9 @@ func run() error {
 	upstream := flag.String("upstream", "127.0.0.1:5390", "upstream DNS server")
 	auditPath := flag.String("audit", "/dev/null", "audit file")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here until exit")
+	// The rate limit runs (its cost is measured) but never refuses: dnsperf
+	// is one client asking far more than a pod may.
+	rate := flag.Float64("dns-rate", 1e9, "queries per second per client (dnsserver.Config.QueryRate)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		pf, err := os.Create(*cpuprofile)
@@ -79,14 +83,15 @@ func run() error {
 	}
 	auditLog := audit.New(audit.Config{Writers: []io.Writer{af}, Metrics: m})
 	defer auditLog.Close()
-	srv, err := resolver.NewServer(resolver.ServerConfig{
-		Addr:     *addr,
-		Resolver: res,
-		Policy:   func() *policy.Snapshot { return snap },
-		Identity: ids,
-		Audit:    auditLog,
-		Metrics:  m,
-		Logger:   log,
+	srv, err := dnsserver.New(dnsserver.Config{
+		Addr:      *addr,
+		Resolver:  res,
+		Policy:    func() *policy.Snapshot { return snap },
+		Identity:  ids,
+		Audit:     auditLog,
+		Metrics:   m,
+		Logger:    log,
+		QueryRate: *rate,
 	})
 	if err != nil {
 		return err

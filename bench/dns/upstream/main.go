@@ -1,5 +1,6 @@
 // Command upstream is the benchmark's authoritative DNS server: every name
-// under bench.test has one A record (TTL 1h), everything else is NXDOMAIN.
+// under bench.test has one A record (TTL 1h, or -ttl), everything else is
+// NXDOMAIN.
 // egressd, dnsmasq and CoreDNS all forward to it, so they are compared on
 // the same answers.
 package main
@@ -19,8 +20,9 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:5390", "listen address (UDP and TCP)")
+	ttl := flag.Uint("ttl", 3600, "TTL of the A records; 0 makes every query a cache miss")
 	flag.Parse()
-	h := dns.HandlerFunc(answer)
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) { answer(w, r, uint32(*ttl)) })
 	errc := make(chan error, 2)
 	for _, netw := range []string{"udp", "tcp"} {
 		srv := &dns.Server{Addr: *addr, Net: netw, Handler: h}
@@ -36,7 +38,7 @@ func main() {
 	}
 }
 
-func answer(w dns.ResponseWriter, r *dns.Msg) {
+func answer(w dns.ResponseWriter, r *dns.Msg, ttl uint32) {
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.Authoritative = true
@@ -55,7 +57,7 @@ func answer(w dns.ResponseWriter, r *dns.Msg) {
 		h.Write([]byte(name))
 		v := h.Sum32()
 		m.Answer = []dns.RR{&dns.A{
-			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 3600},
+			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl},
 			A:   net.IPv4(203, 0, byte(v>>8), byte(v)),
 		}}
 	}

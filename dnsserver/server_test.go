@@ -1,4 +1,4 @@
-package resolver
+package dnsserver
 
 import (
 	"net/netip"
@@ -9,6 +9,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
 )
 
 func TestServerDecidesByName(t *testing.T) {
@@ -57,7 +58,7 @@ func TestServerDecidesByName(t *testing.T) {
 	for _, network := range []string{"udp", "tcp"} {
 		for _, tc := range tests {
 			t.Run(network+"/"+tc.name, func(t *testing.T) {
-				before := f.up.count(dns.Fqdn(strings.ToLower(tc.qname)), dns.TypeToString[tc.qtype], "udp")
+				before := f.up.Count(dns.Fqdn(strings.ToLower(tc.qname)), dns.TypeToString[tc.qtype], "udp")
 				resp := f.ask(t, tc.src, network, tc.qname, tc.qtype, 1232)
 				if resp.Rcode != tc.rcode {
 					t.Fatalf("rcode %s, want %s", dns.RcodeToString[resp.Rcode], dns.RcodeToString[tc.rcode])
@@ -85,7 +86,7 @@ func TestServerDecidesByName(t *testing.T) {
 				if tc.auditRule && (rec.Policy != "llm-prod/llm" || rec.Rule == nil) {
 					t.Errorf("audit policy %q rule %v, want llm-prod/llm and a rule", rec.Policy, rec.Rule)
 				}
-				after := f.up.count(dns.Fqdn(strings.ToLower(tc.qname)), dns.TypeToString[tc.qtype], "udp")
+				after := f.up.Count(dns.Fqdn(strings.ToLower(tc.qname)), dns.TypeToString[tc.qtype], "udp")
 				switch {
 				case tc.upstream == 0 && after != before:
 					t.Errorf("denied name reached the upstream (%d queries)", after-before)
@@ -96,9 +97,9 @@ func TestServerDecidesByName(t *testing.T) {
 		}
 	}
 	t.Run("second ask is a cache hit", func(t *testing.T) {
-		n := f.up.count("models.test.", "A", "udp")
+		n := f.up.Count("models.test.", "A", "udp")
 		f.ask(t, "127.0.0.2", "udp", "models.test", dns.TypeA, 1232)
-		if got := f.up.count("models.test.", "A", "udp"); got != n {
+		if got := f.up.Count("models.test.", "A", "udp"); got != n {
 			t.Errorf("upstream asked again (%d -> %d)", n, got)
 		}
 		if rec := f.audit.last(t, "models.test"); !rec.DNS.Cached || len(rec.DNS.Answers) != 1 || rec.DNS.TTL != 300 {
@@ -111,12 +112,12 @@ func TestServerRefusesUnknownClient(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, network := range []string{"udp", "tcp"} {
 		t.Run(network, func(t *testing.T) {
-			total := f.up.total.Load()
+			total := f.up.Total.Load()
 			resp := f.ask(t, "127.0.0.9", network, "models.test", dns.TypeA, 1232)
 			if resp.Rcode != dns.RcodeRefused || len(resp.Answer) != 0 || resp.RecursionAvailable {
 				t.Fatalf("rcode %s answers %d RA %v, want REFUSED, nothing, no RA", dns.RcodeToString[resp.Rcode], len(resp.Answer), resp.RecursionAvailable)
 			}
-			if f.up.total.Load() != total {
+			if f.up.Total.Load() != total {
 				t.Error("an unknown client's query reached the upstream")
 			}
 			rec := f.audit.last(t, "models.test")
@@ -159,13 +160,13 @@ func TestServerMalformedQueries(t *testing.T) {
 		})
 	}
 	t.Run("ANY answered minimally (RFC 8482)", func(t *testing.T) {
-		total := f.up.total.Load()
+		total := f.up.Total.Load()
 		resp := f.ask(t, "127.0.0.2", "udp", "models.test", dns.TypeANY, 1232)
 		h, ok := firstRR(resp).(*dns.HINFO)
 		if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 1 || !ok || h.Cpu != "RFC8482" {
 			t.Fatalf("answer %v", resp)
 		}
-		if f.up.total.Load() != total {
+		if f.up.Total.Load() != total {
 			t.Error("ANY reached the upstream")
 		}
 	})
@@ -179,7 +180,7 @@ func firstRR(m *dns.Msg) dns.RR {
 }
 
 func TestServerAuditMode(t *testing.T) {
-	f := newFixture(t, func(s *ServerConfig, _ *Config) { s.Mode = policy.ModeAudit })
+	f := newFixture(t, func(s *Config, _ *resolver.Config) { s.Mode = policy.ModeAudit })
 	resp := f.ask(t, "127.0.0.2", "udp", "evil.test", dns.TypeA, 1232)
 	if resp.Rcode != dns.RcodeSuccess || !slices.Equal(answerAddrs(resp), []string{"203.0.113.66"}) {
 		t.Fatalf("audit mode must forward a would-deny name: %v", resp)
@@ -205,7 +206,7 @@ func TestServerAuditMode(t *testing.T) {
 }
 
 func TestServerSearchExpansionAndClusterDomain(t *testing.T) {
-	f := newFixture(t, func(s *ServerConfig, _ *Config) {
+	f := newFixture(t, func(s *Config, _ *resolver.Config) {
 		s.SearchDomains = []string{"ec2.internal."}
 		s.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	})
@@ -230,8 +231,8 @@ func TestServerSearchExpansionAndClusterDomain(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			upTotal := f.up.total.Load()
-			clTotal := f.cluster.total.Load()
+			upTotal := f.up.Total.Load()
+			clTotal := f.cluster.Total.Load()
 			resp := f.ask(t, "127.0.0.2", "udp", tc.qname, tc.qtype, 1232)
 			if resp.Rcode != tc.rcode || (tc.answers != nil && !slices.Equal(answerAddrs(resp), tc.answers)) {
 				t.Fatalf("answer %v", resp)
@@ -239,10 +240,10 @@ func TestServerSearchExpansionAndClusterDomain(t *testing.T) {
 			if tc.reason == "search-expansion" && ede(resp) != nil {
 				t.Errorf("search expansion answered with EDE %v: it is not a denial", ede(resp))
 			}
-			if f.up.total.Load() != upTotal {
+			if f.up.Total.Load() != upTotal {
 				t.Error("the upstream was asked")
 			}
-			if asked := f.cluster.total.Load() != clTotal; asked != tc.cluster {
+			if asked := f.cluster.Total.Load() != clTotal; asked != tc.cluster {
 				t.Errorf("cluster DNS asked = %v, want %v", asked, tc.cluster)
 			}
 			rec := f.audit.last(t, tc.qname)
@@ -283,14 +284,14 @@ func TestServerTruncation(t *testing.T) {
 		})
 	}
 	t.Run("upstream truncated answer retried over tcp", func(t *testing.T) {
-		if f.up.count("big.blob.test.", "A", "tcp") == 0 {
+		if f.up.Count("big.blob.test.", "A", "tcp") == 0 {
 			t.Error("the resolver never retried the truncated upstream answer over TCP")
 		}
 	})
 }
 
 func TestServerTransparent(t *testing.T) {
-	f := newFixture(t, func(s *ServerConfig, _ *Config) {
+	f := newFixture(t, func(s *Config, _ *resolver.Config) {
 		s.AdvertiseIP = mustAddr("127.0.0.77")
 	})
 	tests := []struct {
@@ -331,7 +332,7 @@ func TestServerServeStale(t *testing.T) {
 	f := newFixture(t, nil)
 	f.ask(t, "127.0.0.2", "udp", "models.test", dns.TypeA, 1232)
 	f.clock.Advance(301e9)
-	f.up.failing.Store(true)
+	f.up.Failing.Store(true)
 	resp := f.ask(t, "127.0.0.2", "udp", "models.test", dns.TypeA, 1232)
 	if resp.Rcode != dns.RcodeSuccess || !slices.Equal(answerAddrs(resp), []string{"203.0.113.10"}) || resp.Answer[0].Header().Ttl != 30 {
 		t.Fatalf("stale answer %v", resp)
@@ -355,7 +356,7 @@ func TestServerServeStale(t *testing.T) {
 // policy, since the cluster DNS forwards what it does not own (an
 // exfiltration channel to whoever runs the reverse zone).
 func TestServerReverseZone(t *testing.T) {
-	f := newFixture(t, func(s *ServerConfig, _ *Config) {
+	f := newFixture(t, func(s *Config, _ *resolver.Config) {
 		s.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
 	})
 	v6 := "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa" // fd00::1
@@ -379,9 +380,9 @@ func TestServerReverseZone(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clTotal := f.cluster.total.Load()
+			clTotal := f.cluster.Total.Load()
 			resp := f.ask(t, "127.0.0.2", "udp", tc.qname, dns.TypePTR, 1232)
-			if asked := f.cluster.total.Load() != clTotal; asked != tc.cluster {
+			if asked := f.cluster.Total.Load() != clTotal; asked != tc.cluster {
 				t.Fatalf("cluster DNS asked = %v, want %v", asked, tc.cluster)
 			}
 			rec := f.audit.last(t, tc.qname)
@@ -403,7 +404,7 @@ func TestServerReverseZone(t *testing.T) {
 	t.Run("no ClusterCIDRs: nothing forwarded", func(t *testing.T) {
 		f := newFixture(t, nil)
 		resp := f.ask(t, "127.0.0.2", "udp", "2.0.0.127.in-addr.arpa", dns.TypePTR, 1232)
-		if n := f.cluster.total.Load(); n != 0 || resp.Rcode != dns.RcodeNameError {
+		if n := f.cluster.Total.Load(); n != 0 || resp.Rcode != dns.RcodeNameError {
 			t.Fatalf("cluster DNS asked %d times, answer %s", n, dns.RcodeToString[resp.Rcode])
 		}
 	})

@@ -1,12 +1,9 @@
-package resolver
+package dnsserver
 
 import (
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
-
-	"github.com/miekg/dns"
 
 	"github.com/egressd/egressd/policy"
 )
@@ -39,11 +36,13 @@ func (s *Server) route(qr *query) route {
 			qr.dec = d
 			return routeSearch
 		}
-		qr.dec = policy.Decision{Verdict: policy.Allow, Reason: policy.ReasonClusterDomain, Rule: -1}
+		// No rule decides the cluster's own names: the cluster DNS
+		// answers them (NetworkPolicy governs in-cluster traffic).
+		qr.dec = policy.AllowedBecause(policy.ReasonClusterDomain)
 		return routeCluster
 	}
 	if s.isClusterReverse(host) {
-		qr.dec = policy.Decision{Verdict: policy.Allow, Reason: policy.ReasonClusterDomain, Rule: -1}
+		qr.dec = policy.AllowedBecause(policy.ReasonClusterDomain)
 		return routeCluster
 	}
 	name, err := policy.NormalizeHost(host)
@@ -167,7 +166,7 @@ func (s *Server) searchExpansion(snap *policy.Snapshot, c *policy.Client, host s
 		if err != nil {
 			return policy.Decision{}, false
 		}
-		d := snap.Decide(policy.DecideArgs{Client: c, Host: name, Port: 0})
+		d := snap.Decide(policy.DecideArgs{Client: c, Host: name, Port: 0, Mode: s.cfg.Mode})
 		if !d.Allowed() {
 			return policy.Decision{}, false
 		}
@@ -184,145 +183,4 @@ func (s *Server) searchExpansion(snap *policy.Snapshot, c *policy.Client, host s
 		}
 	}
 	return policy.Decision{}, false
-}
-
-// stripNever removes A and AAAA records whose address is in the guard's
-// never class (metadata, link-local, unspecified, multicast): an allowed
-// name must not hand a pod the way to 169.254.169.254. It returns the
-// reason of the last class removed, or "" when nothing was. Private
-// addresses stay: whether a rule's cidrs open them is decided per
-// connection by the guard, and NetworkPolicy keeps pods from dialling them
-// directly.
-func stripNever(rrs []dns.RR) ([]dns.RR, policy.Reason) {
-	var reason policy.Reason
-	out := rrs[:0:0]
-	for _, rr := range rrs {
-		if a, ok := addrOfRR(rr); ok {
-			if cl, r := policy.Classify(a); cl == policy.ClassNever {
-				reason = r
-				continue
-			}
-		}
-		out = append(out, rr)
-	}
-	return out, reason
-}
-
-// stripNeverHints removes never-class addresses from the ipv4hint and
-// ipv6hint of SVCB and HTTPS records (RFC 9460 §7.3): a client that
-// connects by the hints (browsers do, before A/AAAA arrive) must not learn
-// 169.254.169.254 from an allowed name any more than from its A record. A
-// hint left empty is removed (an empty hint is malformed). A record that
-// changes is replaced in rrs by a stripped copy: the records themselves may
-// be the cache's, shared with other queries (Resolver.cached).
-func stripNeverHints(rrs []dns.RR) {
-	for i, rr := range rrs {
-		svcb := svcbOf(rr)
-		if svcb == nil || !hasNeverHint(svcb) {
-			continue
-		}
-		c := dns.Copy(rr)
-		rrs[i] = c
-		svcb = svcbOf(c)
-		kept := svcb.Value[:0]
-		for _, kv := range svcb.Value {
-			switch h := kv.(type) {
-			case *dns.SVCBIPv4Hint:
-				h.Hint = publicIPs(h.Hint)
-				if len(h.Hint) == 0 {
-					continue
-				}
-			case *dns.SVCBIPv6Hint:
-				h.Hint = publicIPs(h.Hint)
-				if len(h.Hint) == 0 {
-					continue
-				}
-			}
-			kept = append(kept, kv)
-		}
-		svcb.Value = kept
-	}
-}
-
-func svcbOf(rr dns.RR) *dns.SVCB {
-	switch v := rr.(type) {
-	case *dns.SVCB:
-		return v
-	case *dns.HTTPS:
-		return &v.SVCB
-	}
-	return nil
-}
-
-func hasNeverHint(svcb *dns.SVCB) bool {
-	for _, kv := range svcb.Value {
-		var hint []net.IP
-		switch h := kv.(type) {
-		case *dns.SVCBIPv4Hint:
-			hint = h.Hint
-		case *dns.SVCBIPv6Hint:
-			hint = h.Hint
-		}
-		for _, ip := range hint {
-			a, ok := netip.AddrFromSlice(ip)
-			if !ok {
-				return true // publicIPs drops it
-			}
-			if cl, _ := policy.Classify(a); cl == policy.ClassNever {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// publicIPs returns ips without the never-class ones, reusing ips.
-func publicIPs(ips []net.IP) []net.IP {
-	out := ips[:0]
-	for _, ip := range ips {
-		a, ok := netip.AddrFromSlice(ip)
-		if !ok {
-			continue
-		}
-		if cl, _ := policy.Classify(a); cl == policy.ClassNever {
-			continue
-		}
-		out = append(out, ip)
-	}
-	return out
-}
-
-// allNever returns the never-class reason when every address is in the
-// never class, else "".
-func allNever(addrs []netip.Addr) policy.Reason {
-	var reason policy.Reason
-	for _, a := range addrs {
-		cl, r := policy.Classify(a)
-		if cl != policy.ClassNever {
-			return ""
-		}
-		reason = r
-	}
-	return reason
-}
-
-func hasAddress(rrs []dns.RR) bool {
-	for _, rr := range rrs {
-		if _, ok := addrOfRR(rr); ok {
-			return true
-		}
-	}
-	return false
-}
-
-func addrOfRR(rr dns.RR) (netip.Addr, bool) {
-	switch v := rr.(type) {
-	case *dns.A:
-		a, ok := netip.AddrFromSlice(v.A.To4())
-		return a, ok
-	case *dns.AAAA:
-		a, ok := netip.AddrFromSlice(v.AAAA.To16())
-		return a, ok
-	}
-	return netip.Addr{}, false
 }

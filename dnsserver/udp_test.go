@@ -1,4 +1,4 @@
-package resolver
+package dnsserver
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/net/ipv4"
 
 	"github.com/egressd/egressd/policy"
 )
@@ -64,6 +63,7 @@ func TestUDPReaders(t *testing.T) {
 		for err := range errs {
 			t.Error(err)
 		}
+		f.audit.waitFor(t, before+len(sources)*perSource)
 		if got := len(f.audit.records(t)) - before; got != len(sources)*perSource {
 			t.Errorf("%d audit records, want one per query (%d)", got, len(sources)*perSource)
 		}
@@ -96,10 +96,7 @@ func TestUDPReaders(t *testing.T) {
 	t.Run("cached answers flow while every reader's query waits upstream", func(t *testing.T) {
 		f.ask(t, "127.0.0.2", "udp", "models.test", dns.TypeA, 1232) // cached
 		n := udpReaders() + 2
-		gate := make(chan struct{})
-		f.up.mu.Lock()
-		f.up.gate, f.up.arrived = gate, make(chan string, 2*n)
-		f.up.mu.Unlock()
+		release, arrived := f.up.Gate(2 * n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Add(1)
@@ -114,13 +111,10 @@ func TestUDPReaders(t *testing.T) {
 			}()
 		}
 		for range n {
-			<-f.up.arrived // every miss is waiting upstream
+			<-arrived // every miss is waiting upstream
 		}
 		resp := f.ask(t, "127.0.0.2", "udp", "models.test", dns.TypeA, 1232)
-		f.up.mu.Lock()
-		f.up.gate = nil
-		f.up.mu.Unlock()
-		close(gate)
+		release()
 		wg.Wait()
 		if len(resp.Answer) != 1 {
 			t.Fatalf("cached answer %v", resp)
@@ -312,11 +306,11 @@ func TestUDPShutdown(t *testing.T) {
 	}
 }
 
-// TestUDPParkedReaderAfterStop: a reader parked when the server stops
-// (shutdown or a read error) must not stay where spawn finds it: a batch
-// handed to it would get neither an answer nor an audit record. A reader
-// that detaches after the stop hands its datagrams to a reader that
-// records them.
+// TestUDPParkedReaderAfterStop: a goroutine parked when the server stops
+// (shutdown or a read error) must not stay where run finds it: a worker
+// handed to it would have its datagrams neither answered nor recorded. A
+// query that detaches after the stop hands its worker to a goroutine that
+// records the rest of the batch.
 func TestUDPParkedReaderAfterStop(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, tc := range []struct {
@@ -336,33 +330,40 @@ func TestUDPParkedReaderAfterStop(t *testing.T) {
 				t.Fatal(err)
 			}
 			u := newUDPServer(f.srv, pc)
-			// Two readers: one parked, one still answering its batch.
+			// Two goroutines: one parked, one still answering its batch.
 			u.wg.Add(2)
-			w := &udpWorker{u: u, in: make([]ipv4.Message, udpBatch), wake: make(chan struct{}, 1)}
-			for i := range w.in {
-				w.in[i].Buffers = [][]byte{make([]byte, udpReadSize)}
-			}
-			left := make(chan struct{})
+			left := make(chan *udpWorker, 1)
 			go func() {
 				defer u.wg.Done()
-				w.detached = true
-				w.park()
-				close(left)
+				wake := make(chan *udpWorker, 1)
+				if !u.park(wake) {
+					t.Error("park refused before the stop")
+				}
+				left <- <-wake
 			}()
 			for parkedReaders(u) == 0 {
-				runtime.Gosched() // the reader is on its way to idle
+				runtime.Gosched() // the goroutine is on its way to idle
 			}
 			stopped := make(chan error, 1)
 			go func() { stopped <- tc.stop(u) }()
-			<-left // the parked reader left park: the stop is under way
+			if w := <-left; w != nil { // the parked goroutine left park: the stop is under way
+				t.Fatal("a parked goroutine was woken with a worker by the stop")
+			}
+			if u.park(make(chan *udpWorker, 1)) {
+				t.Fatal("a goroutine parked after the stop")
+			}
 
-			// The busy reader detaches after the stop, with one datagram
-			// of its batch still to answer.
+			// The busy goroutine's query detaches after the stop, with one
+			// datagram of its worker's batch still to answer.
 			host := strings.ReplaceAll(tc.name, " ", "-") + ".after-stop.evil.test"
 			m := new(dns.Msg)
 			m.SetQuestion(host+".", dns.TypeA)
 			wire, _ := m.Pack()
-			u.spawn([]ipv4.Message{{Buffers: [][]byte{wire}, N: len(wire), Addr: &net.UDPAddr{IP: net.ParseIP("127.0.0.2"), Port: 53}}})
+			w := u.newWorker()
+			w.nin = 1
+			w.in[0].N = copy(w.in[0].Buffers[0], wire)
+			w.in[0].Addr = &net.UDPAddr{IP: net.ParseIP("127.0.0.2"), Port: 53}
+			u.run(w)
 			u.wg.Done()
 
 			u.wg.Wait()
@@ -376,7 +377,7 @@ func TestUDPParkedReaderAfterStop(t *testing.T) {
 	}
 }
 
-// parkedReaders is how many readers wait in u.idle.
+// parkedReaders is how many goroutines wait in u.idle.
 func parkedReaders(u *udpServer) int {
 	u.idleMu.Lock()
 	defer u.idleMu.Unlock()

@@ -1,4 +1,4 @@
-package resolver
+package dnsserver
 
 // Adversarial tests: a pod (or a spoofed source) uses the DNS server to
 // learn a way past the proxy, or to turn egressd into an amplifier. Each
@@ -22,7 +22,6 @@ import (
 // in any section or SVCB hint.
 func TestAdversarialAnswers(t *testing.T) {
 	f := newFixture(t, nil)
-	f.up.mu.Lock()
 	for k, rrs := range map[string][]string{
 		"mapped.blob.test./AAAA":    {"mapped.blob.test. 60 IN AAAA ::ffff:169.254.169.254"},
 		"nat64.blob.test./AAAA":     {"nat64.blob.test. 60 IN AAAA 64:ff9b::a9fe:a9fe"},
@@ -36,11 +35,8 @@ func TestAdversarialAnswers(t *testing.T) {
 		"hints.blob.test./HTTPS":    {`hints.blob.test. 60 IN HTTPS 1 . alpn="h2" ipv4hint="169.254.169.254,203.0.113.9" ipv6hint="fd00:ec2::254"`},
 		"svcb.blob.test./SVCB":      {`svcb.blob.test. 60 IN SVCB 1 svc.blob.test. ipv4hint="100.100.100.200"`},
 	} {
-		for _, s := range rrs {
-			f.up.rrs[k] = append(f.up.rrs[k], mustRR(s))
-		}
+		f.up.Set(k, rrs...)
 	}
-	f.up.mu.Unlock()
 	for _, tc := range []struct {
 		name    string
 		qname   string
@@ -111,9 +107,7 @@ func TestAdversarialAnswers(t *testing.T) {
 	}
 
 	t.Run("authority section carries no never-class address", func(t *testing.T) {
-		f.up.mu.Lock()
-		f.up.rrs["glue.blob.test./A"] = []dns.RR{mustRR("glue.blob.test. 60 IN A 203.0.113.7")}
-		f.up.mu.Unlock()
+		f.up.Set("glue.blob.test./A", "glue.blob.test. 60 IN A 203.0.113.7")
 		// The fake upstream puts answers only in Answer; feed an authority
 		// record through the cache path by hand.
 		res, err := f.res.Query(t.Context(), "glue.blob.test.", dns.TypeA)
@@ -128,9 +122,7 @@ func TestAdversarialAnswers(t *testing.T) {
 
 	t.Run("TTL 0 rebinding: each answer is checked when it is given", func(t *testing.T) {
 		set := func(a string) {
-			f.up.mu.Lock()
-			f.up.rrs["rebind.blob.test./A"] = []dns.RR{mustRR("rebind.blob.test. 0 IN A " + a)}
-			f.up.mu.Unlock()
+			f.up.Set("rebind.blob.test./A", "rebind.blob.test. 0 IN A "+a)
 		}
 		set("203.0.113.50")
 		if resp := f.ask(t, "127.0.0.2", "udp", "rebind.blob.test", dns.TypeA, 1232); resp.Rcode != dns.RcodeSuccess || !slices.Equal(answerAddrs(resp), []string{"203.0.113.50"}) {
@@ -141,15 +133,13 @@ func TestAdversarialAnswers(t *testing.T) {
 		if resp.Rcode != dns.RcodeNameError || len(answerAddrs(resp)) != 0 {
 			t.Fatalf("rebound answer %v", resp)
 		}
-		if n := f.up.count("rebind.blob.test.", "A", "udp"); n != 2 {
+		if n := f.up.Count("rebind.blob.test.", "A", "udp"); n != 2 {
 			t.Fatalf("TTL 0 answer cached: %d upstream queries", n)
 		}
 	})
 
 	t.Run("cluster DNS pointing a service at the metadata address", func(t *testing.T) {
-		f.cluster.mu.Lock()
-		f.cluster.rrs["meta.llm-prod.svc.cluster.local./A"] = []dns.RR{mustRR("meta.llm-prod.svc.cluster.local. 5 IN A 169.254.169.254")}
-		f.cluster.mu.Unlock()
+		f.cluster.Set("meta.llm-prod.svc.cluster.local./A", "meta.llm-prod.svc.cluster.local. 5 IN A 169.254.169.254")
 		resp := f.ask(t, "127.0.0.2", "udp", "meta.llm-prod.svc.cluster.local", dns.TypeA, 1232)
 		if len(answerAddrs(resp)) != 0 {
 			t.Fatalf("cluster answer kept %v", answerAddrs(resp))
@@ -214,7 +204,7 @@ func TestAdversarialUnknownSource(t *testing.T) {
 		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := f.up.total.Load()
+			before := f.up.Total.Load()
 			wire, err := tc.msg.Pack()
 			if err != nil {
 				t.Fatal(err)
@@ -230,7 +220,7 @@ func TestAdversarialUnknownSource(t *testing.T) {
 			if m.Rcode != dns.RcodeRefused || len(m.Answer)+len(m.Ns) != 0 || m.RecursionAvailable {
 				t.Fatalf("reply %v", m)
 			}
-			if f.up.total.Load() != before {
+			if f.up.Total.Load() != before {
 				t.Fatal("asked upstream for an unknown source")
 			}
 		})
@@ -265,12 +255,12 @@ func TestAdversarialMessages(t *testing.T) {
 		{"a 55 KiB TCP message of additional records", "tcp", huge, dns.RcodeSuccess},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := f.up.count("evil.test.", "A", "udp")
+			before := f.up.Count("evil.test.", "A", "udp")
 			resp := f.exchange(t, "127.0.0.2", tc.network, tc.msg)
 			if resp.Rcode != tc.rcode {
 				t.Fatalf("rcode %s, want %s", dns.RcodeToString[resp.Rcode], dns.RcodeToString[tc.rcode])
 			}
-			if f.up.count("evil.test.", "A", "udp") != before {
+			if f.up.Count("evil.test.", "A", "udp") != before {
 				t.Fatal("a denied name reached the upstream")
 			}
 		})

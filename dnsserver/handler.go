@@ -1,10 +1,9 @@
-package resolver
+package dnsserver
 
 import (
 	"context"
 	"errors"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
 )
 
 // query is one query in progress: what the handler learned so far, turned
@@ -28,11 +28,20 @@ type query struct {
 	rec    audit.Record
 	dec    policy.Decision
 	ede    *dns.EDNS0_EDE
-	res    *Result // the upstream answer, when one was asked
+	res    *resolver.Result // the upstream answer, when one was asked
+	sv     *served          // what the answer was made of (forward)
 	err    error
+	// refused marks an answer to a query over the rate limit: no record
+	// of its own (the client's summary counts it), never larger than the
+	// query.
+	refused bool
 	// detach, when set, is called once before the query may wait on the
-	// network (see udp.go).
-	detach func()
+	// network (see udp.go); detached says it was. A detached query's
+	// record waits in unrecorded until its answer is sent (recordNow):
+	// the client of a cache miss does not wait for the record.
+	detach     func()
+	detached   bool
+	unrecorded *dns.Msg
 
 	// Room for the answer and its audit record, so that a UDP reader,
 	// which reuses its query, allocates none of it (the answer is packed
@@ -45,7 +54,7 @@ type query struct {
 	edeVal  dns.EDNS0_EDE
 	dnsRec  audit.DNS
 	answers [4]string
-	hit     Result // a cache hit's
+	hit     resolver.Result // a cache hit's
 }
 
 // setEDE sets the Extended DNS Error of the answer (RFC 8914).
@@ -67,10 +76,10 @@ func (s *Server) serveQuery(ctx context.Context, qr *query, src netip.Addr, req 
 		return nil
 	}
 	qr.start, qr.src, qr.req, qr.udp = time.Now(), src, req, udp
-	qr.rec = audit.Record{Kind: audit.KindDNS, Mode: string(s.cfg.Mode)}
+	qr.rec = audit.Record{Kind: audit.KindDNS, Start: qr.start, Mode: string(s.cfg.Mode)}
 	if len(req.Question) > 0 {
 		qr.q = req.Question[0]
-		qr.host = strings.TrimSuffix(lowerASCII(qr.q.Name), ".")
+		qr.host = strings.TrimSuffix(resolver.LowerASCII(qr.q.Name), ".")
 		qr.rec.Host = qr.host
 		qr.rec.QType = typeString(qr.q.Qtype)
 	}
@@ -79,18 +88,34 @@ func (s *Server) serveQuery(ctx context.Context, qr *query, src netip.Addr, req 
 }
 
 // slow is called before qr may wait on the network: it lets a UDP reader
-// hand its socket on (udp.go), and bounds the wait by QueryTimeout from
+// hand its socket on (detach), and bounds the wait by QueryTimeout from
 // the query's start. What never leaves the process (identity, policy, a
 // cache hit, audit) needs neither.
 func (s *Server) slow(ctx context.Context, qr *query) (context.Context, context.CancelFunc) {
-	if qr.detach != nil {
-		qr.detach()
-		qr.detach = nil
-	}
+	s.detach(qr)
 	return context.WithDeadline(ctx, qr.start.Add(s.cfg.QueryTimeout))
 }
 
+// detach lets a UDP reader hand its socket on (udp.go) before qr may wait.
+func (s *Server) detach(qr *query) { qr.detachOnce() }
+
+// detachOnce calls qr.detach the first time only.
+func (qr *query) detachOnce() {
+	if qr.detach != nil {
+		qr.detach()
+		qr.detach, qr.detached = nil, true
+	}
+}
+
 func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
+	if !s.rate.Allow(qr.src) {
+		// Over the client's rate, known or not: REFUSED and counted in the
+		// client's summary of this second, so that a flood neither costs
+		// an upstream query nor writes a record per query.
+		qr.refused = true
+		qr.dec = policy.Denied(policy.ReasonRateLimited)
+		return s.reply(qr, dns.RcodeRefused)
+	}
 	c, ok := s.cfg.Identity.Lookup(qr.src)
 	if !ok {
 		qr.rec.Client = audit.ClientOf(qr.src, nil)
@@ -102,6 +127,15 @@ func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
 	}
 	qr.client = c
 	qr.rec.Client = audit.ClientOf(qr.src, c)
+	qr.rec.Probe = probeOf(qr.req)
+	if s.cfg.AuditAvailable != nil && !s.cfg.AuditAvailable() {
+		// --audit-failure closed: nothing is served that cannot be
+		// recorded. REFUSED, not SERVFAIL: the stub should not retry
+		// another name of its search list at once.
+		qr.dec = policy.Denied(policy.ReasonAuditUnavailable)
+		qr.setEDE(dns.ExtendedErrorCodeProhibited, "egressd: audit-unavailable")
+		return s.reply(qr, dns.RcodeRefused)
+	}
 	switch {
 	case qr.req.Opcode != dns.OpcodeQuery:
 		qr.dec = policy.Denied(policy.ReasonBadRequest)
@@ -170,53 +204,49 @@ func (s *Server) forward(ctx context.Context, qr *query) *dns.Msg {
 			return s.reply(qr, dns.RcodeSuccess)
 		}
 	}
-	var sv served
+	var sv *served
+	var v any
 	var ok bool
-	qr.hit, sv, ok = s.cfg.Resolver.cached(qr.q.Name, qr.q.Qtype)
+	qr.hit, v, ok = s.cfg.Resolver.Cached(qr.q.Name, qr.q.Qtype, servedView)
 	res := &qr.hit
-	if !ok {
-		ctx, cancel := s.slow(ctx, qr)
-		defer cancel()
+	if ok {
+		sv = v.(*served)
+	} else {
+		// No deadline of our own: the resolver bounds a miss (two tries
+		// per upstream), and on a context that cannot end it runs the
+		// exchange in this goroutine instead of handing it to another and
+		// waiting (resolver's flightGroup): two thread wake-ups fewer on
+		// a miss's latency. The UDP reader hands its socket on once the
+		// question has left (WithBeforeWait), while the upstream works.
+		qctx := context.WithoutCancel(ctx)
+		if qr.detach != nil {
+			qctx = resolver.WithBeforeWait(qctx, qr.detachOnce)
+		}
 		var err error
-		if res, err = s.cfg.Resolver.Query(ctx, qr.q.Name, qr.q.Qtype); err != nil {
+		res, err = s.cfg.Resolver.Query(qctx, qr.q.Name, qr.q.Qtype)
+		if err != nil {
 			return s.upstreamFailed(qr, err)
 		}
 		sv = servedOf(res.Msg)
 	}
 	qr.res = res
-	if sv.never != "" && !hasAddress(sv.answer) && (qr.q.Qtype == dns.TypeA || qr.q.Qtype == dns.TypeAAAA) {
+	switch {
+	case sv.metadata:
+		// The CNAME chain leads to a cloud metadata name (never asked:
+		// resolver.ownedAnswer), whatever the type asked: deny it as the
+		// name itself, in every mode.
+		qr.dec = qr.dec.Deny(policy.ReasonMetadata)
+		return s.blocked(qr)
+	case sv.never != "" && !hasAddress(sv.answer) && (qr.q.Qtype == dns.TypeA || qr.q.Qtype == dns.TypeAAAA):
 		// Every address of the name is in the guard's never class
 		// (metadata, link-local, ...): deny the name, in every mode.
-		qr.dec = policy.Denied(sv.never)
+		qr.dec = qr.dec.Deny(sv.never)
 		return s.blocked(qr)
 	}
+	qr.sv = sv
 	resp := s.reply(qr, res.Msg.Rcode)
 	resp.Answer, resp.Ns = sv.answer, sv.ns
 	return resp
-}
-
-// served is an upstream answer as the server hands it to pods: the guard's
-// never-class addresses (metadata, link-local, ...) stripped from the
-// answer records, the SVCB/HTTPS hints and the authority section (nothing
-// of an answer may carry one to the pod), and the reason of the last class
-// stripped from the answer ("" when none was). Its slices are clipped, so
-// an append never writes into them: a cache hit's are shared.
-type served struct {
-	answer, ns []dns.RR
-	never      policy.Reason
-}
-
-func servedOf(m *dns.Msg) served {
-	answer, never := stripNever(m.Answer)
-	stripNeverHints(answer)
-	return served{answer: slices.Clip(answer), ns: slices.Clip(withoutNever(m.Ns)), never: never}
-}
-
-// withoutNever is stripNever without the reason, for sections where an
-// address is only a by-product.
-func withoutNever(rrs []dns.RR) []dns.RR {
-	out, _ := stripNever(rrs)
-	return out
 }
 
 // transparent answers A (AAAA) of an allowed name with the advertised
@@ -225,17 +255,20 @@ func (s *Server) transparent(ctx context.Context, qr *query) *dns.Msg {
 	ctx, cancel := s.slow(ctx, qr)
 	defer cancel()
 	ans, err := s.cfg.Resolver.LookupIP(ctx, qr.q.Name)
-	qr.res = &Result{Cached: ans.Cached, Stale: ans.Stale, Upstream: ans.Upstream, Duration: ans.Duration}
+	qr.res = &resolver.Result{Cached: ans.Cached, Stale: ans.Stale, Upstream: ans.Upstream, Duration: ans.Duration}
 	switch {
-	case errors.Is(err, ErrNXDomain):
+	case errors.Is(err, resolver.ErrMetadataName):
+		qr.dec = qr.dec.Deny(policy.ReasonMetadata)
+		return s.blocked(qr)
+	case errors.Is(err, resolver.ErrNXDomain):
 		return s.reply(qr, dns.RcodeNameError)
-	case errors.Is(err, ErrNoAddress):
+	case errors.Is(err, resolver.ErrNoAddress):
 		return s.reply(qr, dns.RcodeSuccess)
 	case err != nil:
 		return s.upstreamFailed(qr, err)
 	}
 	if r := allNever(ans.Addrs); r != "" {
-		qr.dec = policy.Denied(r)
+		qr.dec = qr.dec.Deny(r)
 		return s.blocked(qr)
 	}
 	ttl := min(ans.TTL, uint32(s.cfg.AdvertiseTTL/time.Second))
@@ -253,7 +286,8 @@ func (s *Server) transparent(ctx context.Context, qr *query) *dns.Msg {
 }
 
 // upstreamFailed answers SERVFAIL: the name was allowed, but nobody could
-// say what it is (RFC 8914 §4.23 Network Error).
+// say what it is (RFC 8914 §4.23 Network Error). The decision stays the
+// policy's; the record's outcome says resolve-failed.
 func (s *Server) upstreamFailed(qr *query, err error) *dns.Msg {
 	qr.err = err
 	qr.setEDE(dns.ExtendedErrorCodeNetworkError, "egressd: upstream failed")
@@ -269,17 +303,23 @@ func (s *Server) forwardCluster(ctx context.Context, qr *query) *dns.Msg {
 	ctx, cancel := s.slow(ctx, qr)
 	defer cancel()
 	start := time.Now()
-	resp, addr, err := s.cluster.exchange(ctx, newQuery(dns.Fqdn(lowerASCII(qr.q.Name)), qr.q.Qtype, qr.q.Qclass, s.cfg.UDPSize))
+	resp, addr, err := s.cluster.Exchange(ctx, dns.Fqdn(resolver.LowerASCII(qr.q.Name)), qr.q.Qtype, qr.q.Qclass)
 	if err != nil {
 		return s.upstreamFailed(qr, err)
 	}
-	qr.res = &Result{Msg: resp, Upstream: addr, Duration: time.Since(start)}
+	qr.res = &resolver.Result{Msg: resp, Upstream: addr, Duration: time.Since(start)}
+	// The cluster DNS is not trusted with never-class addresses or
+	// metadata names either: anyone who may create a headless Service's
+	// endpoints (or an ExternalName Service) can point a cluster name at
+	// 169.254.169.254 or metadata.google.internal. Its answer is filtered
+	// by owner like any upstream's (resolver.Client).
+	sv := servedOf(resp)
+	if sv.metadata {
+		qr.dec = qr.dec.Deny(policy.ReasonMetadata)
+		return s.blocked(qr)
+	}
 	out := s.reply(qr, resp.Rcode)
-	// The cluster DNS is not trusted with never-class addresses either:
-	// anyone who may create a headless Service's endpoints can point a
-	// cluster name at 169.254.169.254.
-	out.Answer, out.Ns = withoutNever(withoutOPT(resp.Answer)), withoutNever(withoutOPT(resp.Ns))
-	stripNeverHints(out.Answer)
+	out.Answer, out.Ns = sv.answer, sv.ns
 	return out
 }
 
@@ -330,18 +370,35 @@ func (s *Server) finish(qr *query, resp *dns.Msg) *dns.Msg {
 	// RFC 1035 §4.2.1 / RFC 6891 §7: bounded answers; TC sends the client
 	// to TCP. This is also what keeps us from being an amplifier.
 	resp.Truncate(size)
-	if qr.udp && qr.client == nil {
+	if qr.udp && (qr.client == nil || qr.refused) {
 		noLargerThanQuery(resp, qr.req)
+	}
+	if qr.refused {
+		s.refuse(qr.src, overRate)
+		return resp
+	}
+	if qr.detached {
+		qr.rec.Time = time.Now() // the answer's time
+		qr.unrecorded = resp     // recordNow, once it is sent
+		return resp
 	}
 	s.record(qr, resp)
 	return resp
 }
 
-// noLargerThanQuery shrinks the answer to a source that is no pod until it
-// is no larger than its query: over UDP that source may be spoofed, and a
-// REFUSED that grew by its EDE text would make egressd a (small)
-// amplifier towards the victim. It drops, in order, the EDE text, the EDE,
-// the OPT record and the question.
+// recordNow writes the record of a query whose answer was sent first.
+func (s *Server) recordNow(qr *query) {
+	if qr.unrecorded != nil {
+		s.record(qr, qr.unrecorded)
+		qr.unrecorded = nil
+	}
+}
+
+// noLargerThanQuery shrinks an answer to a source that is no pod, or that
+// is over its rate, until it is no larger than its query: over UDP that
+// source may be spoofed, and a REFUSED that grew by its EDE text would
+// make egressd a (small) amplifier towards the victim. It drops, in order,
+// the EDE text, the EDE, the OPT record and the question.
 func noLargerThanQuery(resp, req *dns.Msg) {
 	limit := req.Len()
 	for step := 0; resp.Len() > limit && step < 4; step++ {

@@ -1,4 +1,4 @@
-package resolver
+package dnsserver
 
 import (
 	"context"
@@ -15,18 +15,19 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/limit"
 	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
 )
 
-// ServerConfig configures the DNS server (--dns-addr). It is separate from
-// Config because one Resolver (cache and upstreams) is shared with the
-// proxy.
-type ServerConfig struct {
+// Config configures the DNS server (--dns-addr). The Resolver (cache and
+// upstreams) is built apart and shared with the proxy.
+type Config struct {
 	// Addr is where Serve listens, UDP and TCP. Zero means ":5353".
 	Addr string
 	// Resolver answers allowed names; required.
-	Resolver *Resolver
+	Resolver *resolver.Resolver
 	// Policy returns the snapshot in force; required. A nil snapshot denies
 	// every name.
 	Policy func() *policy.Snapshot
@@ -74,48 +75,83 @@ type ServerConfig struct {
 	// advertises EDNS0; without EDNS0 it is 512 (RFC 1035 §4.2.1). Zero
 	// means 1232.
 	UDPSize uint16
-	// QueryTimeout bounds the handling of one query. Zero means 5s.
+	// QueryTimeout bounds the handling of a query that asks the cluster
+	// DNS or looks a name up for transparent mode. A cache miss is bounded
+	// by the Resolver instead (two tries per upstream, its Timeout each).
+	// Zero means 5s.
 	QueryTimeout time.Duration
+	// MaxConnsPerClient bounds the TCP connections one source IP holds
+	// open (the proxy's --max-conns-per-client): one over it is closed at
+	// once and counted in a summary record (reason rate-limited).
+	// Zero means 1024; negative means no limit.
+	MaxConnsPerClient int
+	// QueryRate is the queries per second one source IP may send, UDP and
+	// TCP together (--dns-rate); a query over it is answered REFUSED,
+	// never larger than the query, and counted in one summary record per
+	// client and second (reason rate-limited, count). Zero means
+	// DefaultQueryRate; negative means no limit.
+	QueryRate float64
+	// QueryBurst is how many queries above QueryRate one source IP may
+	// send at once (--dns-burst). Zero means twice QueryRate.
+	QueryBurst int
+	// AuditAvailable reports whether audit records can be written now
+	// (--audit-failure closed): while it returns false, queries are
+	// answered REFUSED with reason audit-unavailable (and still recorded,
+	// for when the sink recovers). Nil means always available.
+	AuditAvailable func() bool
+	// Now is the clock of the rate limit. Nil means time.Now.
+	Now func() time.Time
 }
 
+// Defaults applied by New.
+const (
+	DefaultAddr              = ":5353"
+	DefaultMaxConnsPerClient = 1024
+	// DefaultQueryRate is generous for a pod: a busy one (an LLM client
+	// opening connections to a handful of hosts, a JVM without a DNS
+	// cache) asks tens of names a second; a stub resolver's search list
+	// multiplies that by six at most.
+	DefaultQueryRate    = 1000
+	DefaultQueryTimeout = 5 * time.Second
+	DefaultAdvertiseTTL = 30 * time.Second
+)
+
 // Validate reports configuration errors a person can act on.
-func (c ServerConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if c.Resolver == nil {
-		errs = append(errs, errors.New("resolver: ServerConfig.Resolver is required"))
+		errs = append(errs, errors.New("dnsserver: Config.Resolver is required"))
 	}
 	if c.Policy == nil {
-		errs = append(errs, errors.New("resolver: ServerConfig.Policy is required"))
+		errs = append(errs, errors.New("dnsserver: Config.Policy is required"))
 	}
 	if c.Identity == nil {
-		errs = append(errs, errors.New("resolver: ServerConfig.Identity is required"))
+		errs = append(errs, errors.New("dnsserver: Config.Identity is required"))
 	}
 	if c.Audit == nil {
-		errs = append(errs, errors.New("resolver: ServerConfig.Audit is required"))
+		errs = append(errs, errors.New("dnsserver: Config.Audit is required"))
 	}
 	if c.Metrics == nil {
-		errs = append(errs, errors.New("resolver: ServerConfig.Metrics is required"))
+		errs = append(errs, errors.New("dnsserver: Config.Metrics is required"))
+	}
+	if c.QueryBurst < 0 {
+		errs = append(errs, errors.New("dnsserver: negative query burst"))
 	}
 	switch c.Mode {
 	case "", policy.ModeEnforce, policy.ModeAudit:
 	default:
-		errs = append(errs, fmt.Errorf("resolver: mode %q: want enforce or audit", c.Mode))
-	}
-	for _, u := range c.ClusterDNS {
-		if _, err := normalizeUpstream(u); err != nil {
-			errs = append(errs, fmt.Errorf("resolver: cluster DNS: %w", err))
-		}
+		errs = append(errs, fmt.Errorf("dnsserver: mode %q: want enforce or audit", c.Mode))
 	}
 	for _, p := range c.ClusterCIDRs {
 		if !p.IsValid() {
-			errs = append(errs, fmt.Errorf("resolver: cluster CIDR %q is not valid", p))
+			errs = append(errs, fmt.Errorf("dnsserver: cluster CIDR %q is not valid", p))
 		}
 	}
 	if c.AdvertiseIP.IsValid() && !c.AdvertiseIP.Unmap().Is4() {
-		errs = append(errs, fmt.Errorf("resolver: advertise IP %s is not IPv4 (use AdvertiseIP6)", c.AdvertiseIP))
+		errs = append(errs, fmt.Errorf("dnsserver: advertise IP %s is not IPv4 (use AdvertiseIP6)", c.AdvertiseIP))
 	}
 	if c.AdvertiseIP6.IsValid() && !c.AdvertiseIP6.Is6() {
-		errs = append(errs, fmt.Errorf("resolver: advertise IPv6 %s is not IPv6", c.AdvertiseIP6))
+		errs = append(errs, fmt.Errorf("dnsserver: advertise IPv6 %s is not IPv6", c.AdvertiseIP6))
 	}
 	return errors.Join(errs...)
 }
@@ -123,11 +159,14 @@ func (c ServerConfig) Validate() error {
 // Server is the DNS server pods use. It answers only what the asking pod
 // may reach; see doc.go for the flow.
 type Server struct {
-	cfg      ServerConfig
-	cluster  *upstreams // nil without ClusterDNS
-	suffixes []string   // ClusterDomain and SearchDomains, fqdn-less, lower case
+	cfg      Config
+	cluster  *resolver.Client // nil without ClusterDNS
+	suffixes []string         // SearchDomains, fqdn-less, lower case
 
-	counters sync.Map // counterKey → counters (record.go)
+	counters *metrics.Children[counterKey, counters] // record.go
+	conns    *limit.Conns                            // TCP connections per client
+	rate     *limit.Rate                             // queries per client
+	refused  *limit.Summary                          // refusals over a limit
 
 	mu      sync.Mutex
 	closed  bool
@@ -143,13 +182,13 @@ type running struct {
 	done     chan struct{}
 }
 
-// NewServer returns a Server for cfg after applying the defaults.
-func NewServer(cfg ServerConfig) (*Server, error) {
+// New returns a Server for cfg after applying the defaults.
+func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Addr == "" {
-		cfg.Addr = ":5353"
+		cfg.Addr = DefaultAddr
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -160,15 +199,27 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.ClusterDomain == "" {
 		cfg.ClusterDomain = "cluster.local"
 	}
-	cfg.ClusterDomain = strings.Trim(lowerASCII(cfg.ClusterDomain), ".")
+	cfg.ClusterDomain = strings.Trim(resolver.LowerASCII(cfg.ClusterDomain), ".")
 	if cfg.AdvertiseTTL == 0 {
-		cfg.AdvertiseTTL = 30 * time.Second
+		cfg.AdvertiseTTL = DefaultAdvertiseTTL
 	}
 	if cfg.UDPSize == 0 {
-		cfg.UDPSize = DefaultUDPSize
+		cfg.UDPSize = resolver.DefaultUDPSize
 	}
 	if cfg.QueryTimeout == 0 {
-		cfg.QueryTimeout = 5 * time.Second
+		cfg.QueryTimeout = DefaultQueryTimeout
+	}
+	if cfg.MaxConnsPerClient == 0 {
+		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
+	if cfg.QueryRate == 0 {
+		cfg.QueryRate = DefaultQueryRate
+	}
+	if cfg.QueryBurst == 0 {
+		cfg.QueryBurst = int(max(2*cfg.QueryRate, 1))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	cfg.AdvertiseIP = cfg.AdvertiseIP.Unmap()
 	cidrs := make([]netip.Prefix, 0, len(cfg.ClusterCIDRs))
@@ -176,49 +227,50 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cidrs = append(cidrs, p.Masked())
 	}
 	cfg.ClusterCIDRs = cidrs // a copy: the caller's slice may change
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, counters: newCounters(cfg.Metrics), conns: limit.NewConns(cfg.MaxConnsPerClient)}
+	if cfg.QueryRate > 0 {
+		s.rate = limit.NewRate(cfg.QueryRate, cfg.QueryBurst, cfg.Now)
+	}
+	s.refused = limit.NewSummary(limit.SummaryConfig{Emit: s.recordRefusals})
 	for _, d := range cfg.SearchDomains {
-		if d = strings.Trim(lowerASCII(d), "."); d != "" {
+		if d = strings.Trim(resolver.LowerASCII(d), "."); d != "" {
 			s.suffixes = append(s.suffixes, d)
 		}
 	}
 	if len(cfg.ClusterDNS) > 0 {
-		up, err := newUpstreams(cfg.ClusterDNS, cfg.Resolver.cfg.Timeout, cfg.Resolver.cfg.UDPSize, cfg.Metrics, cfg.Logger)
+		c, err := resolver.NewClient(resolver.ClientConfig{Servers: cfg.ClusterDNS, Metrics: cfg.Metrics, Logger: cfg.Logger})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("dnsserver: cluster DNS: %w", err)
 		}
-		s.cluster = up
+		s.cluster = c
 	}
 	return s, nil
 }
 
 // SearchFromResolvConf returns the search domains of a resolv.conf file (an
-// empty path means /etc/resolv.conf), for ServerConfig.SearchDomains.
+// empty path means /etc/resolv.conf), for Config.SearchDomains.
 func SearchFromResolvConf(path string) ([]string, error) {
 	if path == "" {
 		path = "/etc/resolv.conf"
 	}
 	cc, err := dns.ClientConfigFromFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("resolver: read %s: %w", path, err)
+		return nil, fmt.Errorf("dnsserver: read %s: %w", path, err)
 	}
 	return cc.Search, nil
 }
-
-// ErrServerClosed is returned by the Serve functions after Shutdown.
-var ErrServerClosed = errors.New("resolver: server closed")
 
 // Serve listens on Addr over UDP and TCP and serves until ctx ends or
 // Shutdown is called.
 func (s *Server) Serve(ctx context.Context) error {
 	pc, err := net.ListenPacket("udp", s.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("resolver: listen udp %s: %w", s.cfg.Addr, err)
+		return fmt.Errorf("dnsserver: listen udp %s: %w", s.cfg.Addr, err)
 	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		pc.Close()
-		return fmt.Errorf("resolver: listen tcp %s: %w", s.cfg.Addr, err)
+		return fmt.Errorf("dnsserver: listen tcp %s: %w", s.cfg.Addr, err)
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- s.ServeUDP(pc) }()
@@ -247,8 +299,10 @@ func (s *Server) ServeUDP(pc net.PacketConn) error {
 }
 
 // ServeTCP serves queries arriving on ln until Shutdown. ln is closed then.
+// A source IP holding MaxConnsPerClient connections has its next one
+// closed at accept (limit.go).
 func (s *Server) ServeTCP(ln net.Listener) error {
-	srv := &dns.Server{Listener: ln, Net: "tcp", Handler: s, MsgAcceptFunc: acceptQuery}
+	srv := &dns.Server{Listener: &limitListener{Listener: ln, s: s}, Net: "tcp", Handler: s, MsgAcceptFunc: acceptQuery}
 	started := make(chan struct{})
 	srv.NotifyStartedFunc = func() { close(started) }
 	return s.serve("tcp", started, srv.ActivateAndServe, srv.ShutdownContext)
@@ -272,19 +326,20 @@ func (s *Server) serve(network string, started chan struct{}, run func() error, 
 		return ErrServerClosed
 	}
 	if err != nil {
-		return fmt.Errorf("resolver: serve %s: %w", network, err)
+		return fmt.Errorf("dnsserver: serve %s: %w", network, err)
 	}
 	return nil
 }
 
 // Shutdown stops every listener and waits for queries in progress, up to
-// ctx.
+// ctx, then writes the summary records of the refusals still pending.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	rs := s.running
 	s.running = nil
 	s.mu.Unlock()
+	defer s.refused.Close()
 	var errs []error
 	for _, r := range rs {
 		select {
@@ -292,10 +347,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-r.done:
 			continue
 		case <-ctx.Done():
-			return fmt.Errorf("resolver: shutdown: %w", ctx.Err())
+			return fmt.Errorf("dnsserver: shutdown: %w", ctx.Err())
 		}
 		if err := r.shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("resolver: shutdown %s: %w", r.net, err))
+			errs = append(errs, fmt.Errorf("dnsserver: shutdown %s: %w", r.net, err))
 		}
 	}
 	return errors.Join(errs...)
