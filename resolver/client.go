@@ -186,6 +186,11 @@ func (c *Client) exchangeOne(ctx context.Context, until time.Time, idx int, q *d
 		if err != nil {
 			return nil, fmt.Errorf("tcp after truncation: %w", err)
 		}
+		if resp.Truncated {
+			// TC over TCP has no retry left: a truncated answer is no
+			// answer (its empty sections would be cached as NODATA).
+			return nil, errors.New("tcp after truncation: truncated again")
+		}
 	}
 	if err := checkResponse(q, resp); err != nil {
 		return nil, err
