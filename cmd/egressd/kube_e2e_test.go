@@ -86,6 +86,29 @@ func TestEndToEndKube(t *testing.T) {
 	if code, _, _ := in.curl(t, w, "127.0.0.2", "-f", "https://exfil.test:"+w.port+"/"); code == 0 {
 		t.Error("exfil.test allowed")
 	}
+	// kubectl describe pod shows why: a Warning Event EgressDenied on the
+	// pod, naming host, port, reason and the policy that selects it.
+	for {
+		evs, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=llm-0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, ev := range evs.Items {
+			if ev.Reason == "EgressDenied" && ev.Type == corev1.EventTypeWarning && ev.InvolvedObject.UID == pod.UID &&
+				strings.Contains(ev.Message, "exfil.test:"+w.port) && strings.Contains(ev.Message, "not-allowlisted") &&
+				strings.Contains(ev.Message, ns+"/llm") {
+				found = true
+			}
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no EgressDenied Event on the pod: %+v", evs.Items)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	// The policy's status says it was accepted.
 	for {
