@@ -144,24 +144,33 @@ func TestEndToEndRevocation(t *testing.T) {
 	w := startWorld(t)
 	port, caFile := streamOrigin(t)
 	allowed := revokePolicy + strings.ReplaceAll(revokeRule, "PORT", port)
+	// An init-only rule, and the pod's Initialized condition turning True.
+	initOnly := revokePolicy + strings.ReplaceAll(revokeRule, "PORT", port) + "    phase: init\n"
+	initialized := strings.ReplaceAll(revokePods, "status: {phase: Running,", "status: {phase: Running, conditions: [{type: Initialized, status: \"True\"}],")
 	for _, tc := range []struct {
 		name   string
 		mode   string
+		start  string // the policy file before the change; "" the allowing one
 		policy string // the policy file after the change; "" unchanged
 		pods   string // the pods file after the change; "" unchanged
 		reason string
 		cut    bool
 	}{
-		{"rule removed", "enforce", revokePolicy, "", "not-allowlisted", true},
-		{"pod deleted from the pods file", "enforce", "", "apiVersion: v1\nkind: List\nitems: []\n", "unknown-client", true},
-		{"pod relabelled", "enforce", "", strings.ReplaceAll(revokePods, "app: llm-server", "app: batch"), "not-allowlisted", true},
-		{"IP now belongs to another pod", "enforce", "", strings.ReplaceAll(strings.ReplaceAll(revokePods, "llm-prod", "batch"), "llm-0", "batch-0"), "not-allowlisted", true},
-		{"audit mode keeps the tunnel", "audit", revokePolicy, "", "not-allowlisted", false},
+		{"init finished", "enforce", initOnly, "", initialized, "init-only", true},
+		{"rule removed", "enforce", "", revokePolicy, "", "not-allowlisted", true},
+		{"pod deleted from the pods file", "enforce", "", "", "apiVersion: v1\nkind: List\nitems: []\n", "unknown-client", true},
+		{"pod relabelled", "enforce", "", "", strings.ReplaceAll(revokePods, "app: llm-server", "app: batch"), "not-allowlisted", true},
+		{"IP now belongs to another pod", "enforce", "", "", strings.ReplaceAll(strings.ReplaceAll(revokePods, "llm-prod", "batch"), "llm-0", "batch-0"), "not-allowlisted", true},
+		{"audit mode keeps the tunnel", "audit", "", revokePolicy, "", "not-allowlisted", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			policyFile, podsFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "pods.yaml")
-			writeFile(t, policyFile, allowed)
+			start := allowed
+			if tc.start != "" {
+				start = tc.start
+			}
+			writeFile(t, policyFile, start)
 			writeFile(t, podsFile, revokePods)
 			in := startEgressdArgs(t, w, "--policy", policyFile, "--pods", podsFile, "--mode", tc.mode)
 			h := holdDownload(t, in, caFile, port)
