@@ -176,6 +176,15 @@ func run(bin string, dur time.Duration, rate int, maxGrowth float64, keep bool) 
 	pid := cmd.Process.Pid
 	fmt.Printf("egressd pid %d: proxy %s, dns %s, metrics %s; load for %s\n", pid, s.proxy, s.dnsAddr, s.metrics, dur)
 
+	// Warm-up: every kind of request once for a few seconds, so that what
+	// egressd starts on first use and keeps (timers, socket pools, parked
+	// readers) is in the baseline; then the baseline of goroutines and fds.
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	var warmWG sync.WaitGroup
+	s.load(wctx, &warmWG, rate)
+	warmWG.Wait()
+	wcancel()
+	time.Sleep(2 * time.Second) // closed connections are reaped
 	baseG, baseFD, err := s.gauges()
 	if err != nil {
 		return 2, err
@@ -225,23 +234,7 @@ func run(bin string, dur time.Duration, rate int, maxGrowth float64, keep bool) 
 			}
 		}
 	})
-	// Load.
-	pods := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"}
-	every := time.Second / time.Duration(max(rate, 1))
-	for _, ip := range pods {
-		wg.Go(func() { s.loop(ctx, every, func() { s.newConn(ip, "ok.soak.test", s.tlsPort, true) }) })
-		wg.Go(func() { s.loop(ctx, every, func() { s.httpGet(ip) }) })
-		wg.Go(func() { s.loop(ctx, every, func() { s.query(ip, "udp", "ok.soak.test.") }) })
-		wg.Go(func() { s.keepAlive(ctx, ip) })
-	}
-	wg.Go(func() { s.loop(ctx, every, func() { s.query("127.0.0.2", "tcp", "keep.soak.test.") }) })
-	wg.Go(func() { s.loop(ctx, every, func() { s.query("127.0.0.3", "udp", "denied.soak.test.") }) })
-	wg.Go(func() { s.loop(ctx, every*2, func() { s.newConn("127.0.0.4", "denied.soak.test", s.tlsPort, false) }) })
-	wg.Go(func() { s.loop(ctx, every*2, func() { s.newConn("127.0.0.5", "169.254.169.254", "80", false) }) })
-	wg.Go(func() { s.loop(ctx, every*2, func() { s.newConn("127.0.0.6", "churn.soak.test", s.tlsPort, true) }) })
-	wg.Go(func() { s.loop(ctx, every*2, func() { s.newConn("127.0.0.7", "ok.soak.test", s.tlsPort, true) }) })
-	wg.Go(func() { s.loop(ctx, every*4, func() { s.newConn("127.0.0.9", "ok.soak.test", s.tlsPort, false) }) })
-	wg.Go(func() { s.loop(ctx, every*4, func() { s.query("127.0.0.9", "udp", "ok.soak.test.") }) })
+	s.load(ctx, &wg, rate)
 	wg.Wait()
 	loadEnd := time.Now()
 
@@ -348,6 +341,26 @@ func run(bin string, dur time.Duration, rate int, maxGrowth float64, keep bool) 
 	}
 	fmt.Println("\nPASS")
 	return 0, nil
+}
+
+// load starts the client loops on wg until ctx ends.
+func (s *soak) load(ctx context.Context, wg *sync.WaitGroup, rate int) {
+	pods := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"}
+	every := time.Second / time.Duration(max(rate, 1))
+	for _, ip := range pods {
+		wg.Go(func() { s.loop(ctx, every, func() { s.newConn(ip, "ok.soak.test", s.tlsPort, true) }) })
+		wg.Go(func() { s.loop(ctx, every, func() { s.httpGet(ip) }) })
+		wg.Go(func() { s.loop(ctx, every, func() { s.query(ip, "udp", "ok.soak.test.") }) })
+		wg.Go(func() { s.keepAlive(ctx, ip) })
+	}
+	wg.Go(func() { s.loop(ctx, every, func() { s.query("127.0.0.2", "tcp", "keep.soak.test.") }) })
+	wg.Go(func() { s.loop(ctx, every, func() { s.query("127.0.0.3", "udp", "denied.soak.test.") }) })
+	wg.Go(func() { s.loop(ctx, every*2, func() { s.newConn("127.0.0.4", "denied.soak.test", s.tlsPort, false) }) })
+	wg.Go(func() { s.loop(ctx, every*2, func() { s.newConn("127.0.0.5", "169.254.169.254", "80", false) }) })
+	wg.Go(func() { s.loop(ctx, every*2, func() { s.newConn("127.0.0.6", "churn.soak.test", s.tlsPort, true) }) })
+	wg.Go(func() { s.loop(ctx, every*2, func() { s.newConn("127.0.0.7", "ok.soak.test", s.tlsPort, true) }) })
+	wg.Go(func() { s.loop(ctx, every*4, func() { s.newConn("127.0.0.9", "ok.soak.test", s.tlsPort, false) }) })
+	wg.Go(func() { s.loop(ctx, every*4, func() { s.query("127.0.0.9", "udp", "ok.soak.test.") }) })
 }
 
 func maxOf(v []int64) int64 {
