@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/json"
 	"io"
 	"net/netip"
 	"os"
@@ -83,4 +84,32 @@ func BenchmarkInterimPass(b *testing.B) {
 	for b.Loop() {
 		clk.Advance(time.Minute)
 	}
+}
+
+// BenchmarkEncode is the A/B that justifies the hand-written encoder
+// (STYLE.md: hand-written beats a library only with a committed
+// benchmark): encoding/json.Marshal against appendRecord on the same
+// record; FuzzAppendRecord holds their bytes equal.
+func BenchmarkEncode(b *testing.B) {
+	r := benchRecord()
+	r.Time = time.Date(2026, 11, 30, 1, 2, 3, 456789, time.UTC)
+	r.Start, r.Event, r.ID, r.Outcome = r.Time, EventEnd, NewID(), OutcomeOK
+	b.Run("stdlib", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("own", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 1024)
+		for b.Loop() {
+			var err error
+			if buf, err = appendRecord(buf[:0], r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
