@@ -3,6 +3,7 @@ package probe
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -79,7 +80,10 @@ func classifyConnect(res *Result, status int) {
 // errText says "timed out" for a step cut by its deadline (the connection
 // was closed under the read, whose own error says little).
 func errText(ctx context.Context, err error) string {
-	if ctx.Err() != nil {
+	var ne net.Error
+	if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
+		// A client's own deadline (the DNS client's Timeout) may fire a
+		// moment before the step's context: the same time-out.
 		return "timed out"
 	}
 	return err.Error()
