@@ -181,7 +181,7 @@ func TestGuardCheckAll(t *testing.T) {
 	}{
 		{"private inside the rule's cidrs", allowed, addrs("10.40.0.5"),
 			wantDecision{true, false, ReasonAllowed, "prod/p", 0, ModeEnforce}, []string{"10.40.0.5:443"}},
-		{"public and private outside: the public one is dialled", allowed, addrs("10.41.0.5", "93.184.216.34"),
+		{"public and private outside: the public one is chosen", allowed, addrs("10.41.0.5", "93.184.216.34"),
 			wantDecision{true, false, ReasonAllowed, "prod/p", 0, ModeEnforce}, []string{"93.184.216.34:443"}},
 		{"only private outside: the first refusal", allowed, addrs("10.41.0.5", "172.16.0.1"),
 			wantDecision{false, false, ReasonPrivate, "prod/p", 0, ModeEnforce}, nil},

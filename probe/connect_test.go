@@ -200,7 +200,7 @@ func TestParseProxy(t *testing.T) {
 		{"http://egressd:3128/", "egressd:3128", ""},
 		{"egressd:8080", "egressd:8080", ""},
 		{"http://egressd", "egressd:3128", ""},
-		{"10.96.0.53", "10.96.0.53:3128", ""},
+		{"127.0.0.53", "127.0.0.53:3128", ""},
 		{"http://[fd00::53]:3128", "[fd00::53]:3128", ""},
 		{"HTTP://egressd:3128", "egressd:3128", ""},
 		{"https://egressd:3128", "", "plain http://"},
@@ -243,7 +243,7 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"no proxy", Config{}, "proxy address is required"},
-		{"dns without port", Config{Proxy: "a:1", DNS: "10.96.0.53"}, `"10.96.0.53"`},
+		{"dns without port", Config{Proxy: "a:1", DNS: "127.0.0.53"}, `"127.0.0.53"`},
 		{"direct port 0", Config{Proxy: "a:1", Direct: []string{"203.0.113.1:0"}}, "port 1-65535"},
 		{"negative timeout", Config{Proxy: "a:1", Timeout: -time.Second}, "negative"},
 	}
@@ -254,7 +254,7 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	if got := WithDefaultPort("10.96.0.53", "53"); got != "10.96.0.53:53" {
+	if got := WithDefaultPort("127.0.0.53", "53"); got != "127.0.0.53:53" {
 		t.Errorf("WithDefaultPort = %q", got)
 	}
 	if got := WithDefaultPort("::1", "53"); got != "[::1]:53" {
