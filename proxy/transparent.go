@@ -33,7 +33,7 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 		}
 	}()
 	// Identity first: an unknown client gets nothing read from it.
-	if _, ok := p.cfg.Identity.Lookup(ex.src); !ok {
+	if p.identify(ex) == nil {
 		p.admit(ex, "", port)
 		return
 	}
@@ -80,10 +80,7 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 // denyNoSNI refuses a transparent TLS connection whose destination cannot
 // be named: there is no host to decide on.
 func (p *Proxy) denyNoSNI(ex *exchange, err error) {
-	if c, ok := p.cfg.Identity.Lookup(ex.src); ok {
-		ex.client = c
-		ex.rec.Client = audit.ClientOf(ex.src, c)
-	}
+	p.identify(ex)
 	ex.dec = policy.Denied(policy.ReasonNoSNI)
 	ex.rec.Error = audit.RedactText(err.Error())
 }
