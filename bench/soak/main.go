@@ -694,11 +694,19 @@ func (s *soak) startWorld() (func(), error) {
 	go func() { _ = ts.Serve(tln) }()
 	go func() { _ = hs.Serve(hln) }()
 
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	// UDP and TCP on one port; the UDP port's TCP twin may be taken by
+	// another socket, so another port is tried.
+	var pc net.PacketConn
+	var tcpLn net.Listener
+	for range 20 {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+		if tcpLn, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
 	}
-	tcpLn, err := net.Listen("tcp", pc.LocalAddr().String())
 	if err != nil {
 		return nil, err
 	}

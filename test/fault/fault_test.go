@@ -35,6 +35,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/egressd/egressd/certs"
+	"github.com/egressd/egressd/internal/dnstest"
 )
 
 var egressdBin string
@@ -142,14 +143,7 @@ func startWorld(t *testing.T) *world {
 		}
 	}()
 
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcpLn, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, tcpLn := dnstest.ListenPair(t)
 	w.dnsAddr = pc.LocalAddr().String()
 	go w.serveUDP(pc)
 	tcpSrv := &dns.Server{Listener: tcpLn, Handler: dns.HandlerFunc(func(rw dns.ResponseWriter, q *dns.Msg) {
