@@ -19,7 +19,7 @@ func fullRecord() *audit.Record {
 	return &audit.Record{
 		Time: start.Add(1050 * time.Millisecond), Start: start, Event: audit.EventEnd,
 		ID: "0123456789abcdef0123456789abcdef", Kind: audit.KindConnect,
-		Client: audit.Client{IP: "10.244.1.17", Namespace: "llm-prod", Pod: "llm-server-0", ServiceAccount: "llm-server",
+		Client: audit.Client{IP: "127.0.0.17", Namespace: "llm-prod", Pod: "llm-server-0", ServiceAccount: "llm-server",
 			UID: "0c4f6a2e", Workload: &audit.Workload{Kind: "Deployment", Name: "llm-server"}},
 		Host: "models.example.com", Port: 443, Verdict: "allow", WouldDeny: true, Reason: "not-allowlisted",
 		Policy: "llm-prod/llm", Rule: &rule, Purpose: "weights <&> \"quoted\"", Owner: "ml", Mode: "audit", Probe: "p1",
@@ -43,7 +43,7 @@ func TestDecode(t *testing.T) {
 	}
 	want := Record{
 		Time: fullRecord().Time, Start: fullRecord().Start, Event: "end", ID: []byte("0123456789abcdef0123456789abcdef"),
-		Kind: "connect", Client: Client{IP: "10.244.1.17", Namespace: "llm-prod", Pod: "llm-server-0", ServiceAccount: "llm-server",
+		Kind: "connect", Client: Client{IP: "127.0.0.17", Namespace: "llm-prod", Pod: "llm-server-0", ServiceAccount: "llm-server",
 			UID: "0c4f6a2e", Workload: Workload{Kind: "Deployment", Name: "llm-server"}},
 		Host: "models.example.com", Port: 443, Verdict: "allow", WouldDeny: true, Reason: "not-allowlisted",
 		Policy: "llm-prod/llm", Rule: 2, Purpose: "weights <&> \"quoted\"", Owner: "ml", Mode: "audit", Probe: "p1",
@@ -66,7 +66,7 @@ func TestDecode(t *testing.T) {
 		fail  bool
 	}{
 		{name: "first release record: start from duration, event end, no workload",
-			line: `{"time":"2026-07-01T10:00:01Z","id":"x","kind":"connect","client":{"ip":"10.0.0.1","namespace":"ns","pod":"p"},"host":"h.example","port":443,"verdict":"allow","would_deny":false,"reason":"allowed","bytes_sent":1,"bytes_received":2,"duration_ms":500}`,
+			line: `{"time":"2026-07-01T10:00:01Z","id":"x","kind":"connect","client":{"ip":"127.0.0.21","namespace":"ns","pod":"p"},"host":"h.example","port":443,"verdict":"allow","would_deny":false,"reason":"allowed","bytes_sent":1,"bytes_received":2,"duration_ms":500}`,
 			check: func(t *testing.T, r *Record) {
 				if r.Event != "end" || !r.Start.Equal(time.Date(2026, 7, 1, 10, 0, 0, 500000000, time.UTC)) {
 					t.Errorf("event %q start %v", r.Event, r.Start)

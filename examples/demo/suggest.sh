@@ -7,19 +7,8 @@
 # records and writes the HTML map to out/demo-report.html.
 # Ports: EGRESSD_DEMO_PORT_BASE (default 23100) .. +4, as demo.sh.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-base=${EGRESSD_DEMO_PORT_BASE:-23100}
-proxy=127.0.0.1:$base dns=127.0.0.1:$((base+1)) metrics=127.0.0.1:$((base+2))
-origin_dns=127.0.0.1:$((base+3)) origin_https=127.0.0.1:23443
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-
-[ -x bin/egressd ] || make build
-go build -o "$work/origin" ./examples/demo/origin
-"$work/origin" -dir "$work" -dns "$origin_dns" -https "$origin_https" &
-pids+=($!)
+# shellcheck source=world.sh
+source "$(dirname "$0")/world.sh"
 
 # A policy of the namespace that selects no pod: in audit mode every
 # request of the demo pod is allowed and recorded with would_deny.
