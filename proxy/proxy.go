@@ -74,7 +74,13 @@ func New(cfg Config) (*Proxy, error) {
 		limit:     limit.NewConns(cfg.MaxConnsPerClient),
 	}
 	p.cutCtx, p.cutHandlers = context.WithCancel(context.Background())
-	d := &net.Dialer{Timeout: cfg.DialTimeout}
+	// Keep-alive on upstream connections keeps the mapping of a NAT
+	// between egressd and the origin (a cloud NAT gateway drops idle
+	// flows after 4 to 6 minutes) while a tunnel idles, probing after 15s
+	// as Go's default does; the probe interval and count stay the
+	// kernel's: two socket options per dial instead of four.
+	d := &net.Dialer{Timeout: cfg.DialTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: -1, Count: -1}}
 	p.dial = d.DialContext
 	p.fwd = newForwarder(p)
 	p.overLimit = limit.NewSummary(limit.SummaryConfig{Emit: p.emitOverLimit})

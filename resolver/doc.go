@@ -44,11 +44,17 @@
 // something once its question has left and before it waits (the DNS
 // server hands its UDP socket on). When all upstreams fail, an entry
 // expired less than StaleFor ago is served with TTL 30 and marked stale
-// (RFC 8767). Cached is a fresh hit only, sharing the entry's records
+// (RFC 8767). A failure is remembered for FailureTTL (1s, RFC 9520): a
+// query for the same (name, type) inside that window gets the stale entry
+// or the failure without a packet upstream, so that a failing upstream is
+// not asked again by every retrying client, and a question it always
+// refuses (AAAA on some servers) costs one exchange a window, not one per
+// connection. Cached is a fresh hit only, sharing the entry's records
 // (copied once a second as the TTL counts down) and what the caller's view
 // function made of them in that second.
 //
-// LookupIP asks A and AAAA concurrently, follows the CNAME chain (at most
+// LookupIP asks A and AAAA concurrently (one after the other, without a
+// goroutine, when AAAA is answered without an upstream), follows the CNAME chain (at most
 // MaxCNAME links) and returns every address with the chain, the smallest
 // TTL, the rcode, the time taken and whether it came from the cache. A
 // chain that leads to a metadata name fails with ErrMetadataName and no

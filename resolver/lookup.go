@@ -34,18 +34,25 @@ func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 	if err != nil {
 		return Answer{Rcode: dns.RcodeFormatError}, fmt.Errorf("resolver: lookup %q: %w", host, err)
 	}
-	v6 := make(chan family, 1)
-	// The caller's before-wait func is called in the caller's goroutine
-	// only (WithBeforeWait).
-	ctx6 := context.WithValue(ctx, beforeWaitKey{}, (func())(nil))
-	go func() { v6 <- r.lookupFamily(ctx6, name, dns.TypeAAAA) }()
-	f4 := r.lookupFamily(ctx, name, dns.TypeA)
-	var f6 family
-	select {
-	case f6 = <-v6:
-	default:
-		beforeWait(ctx)
-		f6 = <-v6
+	var f4, f6 family
+	if r.answerable(name, dns.TypeAAAA) {
+		// AAAA is a cache hit (or a recent failure): no wait to overlap,
+		// so no goroutine (the common case of a name the pod resolved).
+		f4 = r.lookupFamily(ctx, name, dns.TypeA)
+		f6 = r.lookupFamily(ctx, name, dns.TypeAAAA)
+	} else {
+		v6 := make(chan family, 1)
+		// The caller's before-wait func is called in the caller's
+		// goroutine only (WithBeforeWait).
+		ctx6 := context.WithValue(ctx, beforeWaitKey{}, (func())(nil))
+		go func() { v6 <- r.lookupFamily(ctx6, name, dns.TypeAAAA) }()
+		f4 = r.lookupFamily(ctx, name, dns.TypeA)
+		select {
+		case f6 = <-v6:
+		default:
+			beforeWait(ctx)
+			f6 = <-v6
+		}
 	}
 
 	ans := Answer{
@@ -78,6 +85,19 @@ func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 		ans.Rcode = dns.RcodeServerFailure
 	}
 	return ans, fmt.Errorf("resolver: lookup %q: %w", host, err)
+}
+
+// answerable reports whether Query answers (name, qtype) without asking an
+// upstream: a fresh entry or a failure inside its window. name is a
+// cache key (fqdnKey).
+func (r *Resolver) answerable(name string, qtype uint16) bool {
+	k := cacheKey{name: name, qtype: qtype, qclass: dns.ClassINET}
+	now := r.cfg.Now()
+	if _, fresh := r.cache.get(k, now); fresh {
+		return true
+	}
+	_, failed := r.failed.get(k, now)
+	return failed
 }
 
 // family is the result of one address family's lookup.

@@ -57,6 +57,9 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 		return res, nil
 	}
 	r.cache.misses.Inc()
+	if res, err, ok := r.recentFailure(k, start); ok {
+		return res, err
+	}
 	fctx := ctx
 	if ctx.Done() != nil {
 		// The fetch may run in another goroutine (flightGroup.do): the
@@ -101,6 +104,22 @@ func (r *Resolver) Cached(name string, qtype uint16, view func(*dns.Msg) any) (R
 	return Result{Msg: m, Cached: true, Upstream: e.upstream}, v, true
 }
 
+// recentFailure answers k from a failure inside its FailureTTL window
+// (failures.go): the stale entry when there is one, as right after the
+// failure, else the failure's error; false when k has no such failure.
+func (r *Resolver) recentFailure(k cacheKey, start time.Time) (*Result, error, bool) {
+	now := r.cfg.Now()
+	err, ok := r.failed.get(k, now)
+	if !ok {
+		return nil, nil, false
+	}
+	if e, ok := r.cache.lru.Peek(k); ok && now.Before(e.staleUntil) {
+		return &Result{Msg: answerFrom(e, now, true), Stale: true, Upstream: e.upstream, Duration: time.Since(start)}, nil, true
+	}
+	return nil, fmt.Errorf("resolver: query %s %s: %w (a failure of the last %s, not asked again: RFC 9520)",
+		k.name, dns.TypeToString[k.qtype], err, r.cfg.FailureTTL), true
+}
+
 func (r *Resolver) fromCache(k cacheKey, start time.Time) (*Result, bool) {
 	now := r.cfg.Now()
 	e, fresh := r.cache.get(k, now)
@@ -119,6 +138,9 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 	resp, addr, err := r.up.exchange(context.WithoutCancel(ctx), until, k.name, k.qtype, k.qclass)
 	now := r.cfg.Now()
 	if err != nil {
+		if r.cfg.FailureTTL > 0 {
+			r.failed.put(k, now, now.Add(r.cfg.FailureTTL), err)
+		}
 		// RFC 8767 §4: answer from an expired entry only once resolution
 		// has failed.
 		if e, ok := r.cache.lru.Peek(k); ok && now.Before(e.staleUntil) {
@@ -126,6 +148,7 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 		}
 		return fetchResult{err: err}
 	}
+	r.failed.forget(k)
 	e := &entry{
 		msg:      &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: resp.Rcode}, Answer: resp.Answer, Ns: resp.Ns},
 		upstream: addr,

@@ -42,6 +42,10 @@ type Config struct {
 	// every upstream fails (RFC 8767 §5 suggests 1 to 3 days). Zero means 1h;
 	// negative disables serve-stale.
 	StaleFor time.Duration
+	// FailureTTL is how long a resolution failure of a (name, type) is
+	// remembered and answered from (RFC 9520; failures.go) before an
+	// upstream is asked again. Zero means 1s; negative disables it.
+	FailureTTL time.Duration
 	// MaxCNAME bounds the CNAME chain LookupIP follows. Zero means 8.
 	MaxCNAME int
 	// Now is the clock of the cache. Nil means time.Now.
@@ -61,6 +65,7 @@ const (
 	DefaultMaxNegativeTTL = 5 * time.Minute
 	DefaultStaleFor       = time.Hour
 	DefaultMaxCNAME       = 8
+	DefaultFailureTTL     = time.Second
 	// staleTTL is the TTL of a stale answer given to a client, the value
 	// RFC 8767 §4 recommends.
 	staleTTL = 30
@@ -114,6 +119,9 @@ func (c *Config) applyDefaults() {
 	if c.MaxCNAME == 0 {
 		c.MaxCNAME = DefaultMaxCNAME
 	}
+	if c.FailureTTL == 0 {
+		c.FailureTTL = DefaultFailureTTL
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -130,6 +138,7 @@ type Resolver struct {
 	cfg     Config
 	up      *Client
 	cache   *cache
+	failed  failures
 	flights flightGroup
 }
 
@@ -148,7 +157,7 @@ func New(cfg Config) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Resolver{cfg: cfg, up: up, cache: c}, nil
+	return &Resolver{cfg: cfg, up: up, cache: c, failed: failures{max: cfg.CacheSize}}, nil
 }
 
 // UpstreamsFromResolvConf returns the nameservers of a resolv.conf file as

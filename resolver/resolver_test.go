@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,9 +212,78 @@ func TestServeStale(t *testing.T) {
 	}
 	t.Run("upstream back: fresh again", func(t *testing.T) {
 		up.Failing.Store(false)
+		clk.Advance(DefaultFailureTTL) // past the last failure's window (RFC 9520)
 		res, err := r.Query(ctx, "models.test", dns.TypeA)
 		if err != nil || res.Stale || ttlOf(res.Msg) != 300 {
 			t.Fatalf("got %+v %v", res, err)
+		}
+	})
+}
+
+// TestFailureCached: a failed resolution is answered from the failure for
+// FailureTTL without a packet upstream (RFC 9520), the stale entry first
+// when there is one; after the window the upstream is asked again, and an
+// answer ends the window at once.
+func TestFailureCached(t *testing.T) {
+	up := dnstest.NewUpstream(t)
+	clk := dnstest.NewClock()
+	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}, Now: clk.Now})
+	ctx := context.Background()
+	asked := func() int { return up.Count("models.test.", "A", "udp") }
+	if _, err := r.Query(ctx, "models.test", dns.TypeA); err != nil {
+		t.Fatal(err)
+	}
+	up.Failing.Store(true)
+	if _, err := r.Query(ctx, "evil.test", dns.TypeA); !errors.Is(err, ErrUpstream) {
+		t.Fatalf("failing upstream: got %v, want ErrUpstream", err)
+	}
+	n := up.Count("evil.test.", "A", "udp")
+	for i := range 3 {
+		_, err := r.Query(ctx, "evil.test", dns.TypeA)
+		if !errors.Is(err, ErrUpstream) || !strings.Contains(err.Error(), "RFC 9520") {
+			t.Fatalf("query %d inside the window: got %v, want the cached failure", i, err)
+		}
+	}
+	if got := up.Count("evil.test.", "A", "udp"); got != n {
+		t.Fatalf("upstream asked %d times inside the failure window, want 0", got-n)
+	}
+
+	// An expired entry that fails again: stale inside the window too.
+	clk.Advance(301 * time.Second)
+	before := asked()
+	for range 3 {
+		res, err := r.Query(ctx, "models.test", dns.TypeA)
+		if err != nil || !res.Stale {
+			t.Fatalf("got %+v %v, want the stale answer", res, err)
+		}
+	}
+	if got := asked() - before; got == 0 || got > 2 {
+		t.Fatalf("upstream asked %d times for an expired name in one window, want the first miss's tries only", got)
+	}
+
+	// Past the window the upstream is asked again; its answer ends the
+	// failure.
+	up.Failing.Store(false)
+	clk.Advance(DefaultFailureTTL)
+	if _, err := r.Query(ctx, "evil.test", dns.TypeA); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+	if got := up.Count("evil.test.", "A", "udp"); got != n+1 {
+		t.Fatalf("upstream asked %d times after the window, want 1", got-n)
+	}
+
+	t.Run("disabled", func(t *testing.T) {
+		r := newTestResolver(t, Config{Upstreams: []string{up.Addr}, Now: clk.Now, FailureTTL: -1})
+		up.Failing.Store(true)
+		defer up.Failing.Store(false)
+		before := up.Count("nx.blob.test.", "A", "udp")
+		for range 2 {
+			if _, err := r.Query(ctx, "nx.blob.test", dns.TypeA); !errors.Is(err, ErrUpstream) {
+				t.Fatalf("got %v", err)
+			}
+		}
+		if got := up.Count("nx.blob.test.", "A", "udp") - before; got < 2 {
+			t.Fatalf("FailureTTL -1: upstream asked %d times for two queries, want each asked", got)
 		}
 	})
 }

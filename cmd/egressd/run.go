@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,12 +56,12 @@ type runOptions struct {
 	maxConns      int
 	eventInterval time.Duration
 
-	// dnsTimeout, dnsStaleFor and responseTimeout: zero means the
+	// dnsTimeout, dnsStaleFor, dnsFailureTTL and responseTimeout: zero means the
 	// package default (resolver.Config, proxy.Config).
-	dnsTimeout, dnsStaleFor, responseTimeout time.Duration
-	auditHTTPPath                            string
-	dnsRate                                  float64
-	dnsBurst                                 int
+	dnsTimeout, dnsStaleFor, dnsFailureTTL, responseTimeout time.Duration
+	auditHTTPPath                                           string
+	dnsRate                                                 float64
+	dnsBurst                                                int
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -91,6 +92,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (operational log on stderr)")
 	fs.DurationVar(&o.dnsTimeout, "dns-timeout", 0, "bound on one exchange with one upstream DNS server (0: 2s)")
 	fs.DurationVar(&o.dnsStaleFor, "dns-stale-for", 0, "how long after expiry a cached answer is still served while every upstream fails (RFC 8767; 0: 1h; negative: never)")
+	fs.DurationVar(&o.dnsFailureTTL, "dns-failure-ttl", 0, "how long a failed resolution (every upstream timed out, SERVFAIL, REFUSED) is answered from that failure before the upstreams are asked again (RFC 9520; 0: 1s; negative: never)")
 	fs.DurationVar(&o.responseTimeout, "response-timeout", 0, "how long a plain HTTP request waits for the origin's response header before 504 (0: 5m)")
 	fs.DurationVar(&o.eventInterval, "event-interval", kube.DefaultEventInterval, "with --kube: at most one Kubernetes Event (EgressDenied) on a denied pod per host and reason in this interval; 0 disables Events")
 	fs.StringVar(&o.auditHTTPPath, "audit-http-path", string(proxy.HTTPPathNone), "none, or full: record plain HTTP request paths (without query) in audit records; paths can hold tokens")
@@ -277,6 +279,22 @@ func (g *runGroup) Go(f func() error) {
 
 func listen(network, addr string) (net.Listener, error) {
 	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// listenData is listen for the listeners pods connect to (proxy, SNI,
+// Host, DNS over TCP): their connections get no TCP keep-alive, whose four
+// socket options per accepted connection were a measurable part of a new
+// connection's cost. Nothing is lost: pods reach egressd without a NAT
+// whose mapping would need refreshing, and every one of these connections
+// ends by egressd's own clock when idle (--idle-timeout for tunnels,
+// --header-timeout between requests, the DNS server's read timeout).
+func listenData(network, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}

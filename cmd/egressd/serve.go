@@ -67,26 +67,26 @@ type listeners struct {
 func (l *listeners) open(o *runOptions) error {
 	var err error
 	if o.proxyAddr != "" {
-		if l.proxy, err = listen("tcp", o.proxyAddr); err != nil {
+		if l.proxy, err = listenData("tcp", o.proxyAddr); err != nil {
 			return err
 		}
 	}
 	if o.sniAddr != "" {
 		addr, port, _ := splitListen(o.sniAddr, 443)
 		l.sniPort = port
-		if l.sni, err = listen("tcp", addr); err != nil {
+		if l.sni, err = listenData("tcp", addr); err != nil {
 			return err
 		}
 	}
 	if o.httpAddr != "" {
 		addr, port, _ := splitListen(o.httpAddr, 80)
 		l.httpPort = port
-		if l.http, err = listen("tcp", addr); err != nil {
+		if l.http, err = listenData("tcp", addr); err != nil {
 			return err
 		}
 	}
 	if o.dnsAddr != "" {
-		if l.dnsTCP, err = listen("tcp", o.dnsAddr); err != nil {
+		if l.dnsTCP, err = listenData("tcp", o.dnsAddr); err != nil {
 			return err
 		}
 		// The same port for UDP as TCP got, so that ":0" works in tests.
@@ -194,7 +194,7 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 			return fmt.Errorf("--upstream-dns not given and /etc/resolv.conf unusable: %w", err)
 		}
 	}
-	res, err := resolver.New(resolver.Config{Upstreams: upstreams, Timeout: o.dnsTimeout, StaleFor: o.dnsStaleFor, Metrics: m, Logger: log})
+	res, err := resolver.New(resolver.Config{Upstreams: upstreams, Timeout: o.dnsTimeout, StaleFor: o.dnsStaleFor, FailureTTL: o.dnsFailureTTL, Metrics: m, Logger: log})
 	if err != nil {
 		return err
 	}

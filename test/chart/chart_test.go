@@ -113,7 +113,7 @@ func TestDeployment(t *testing.T) {
 			// egressd's own defaults stay out of the manifest: an upgrade of
 			// egressd changes them, not a chart value nobody set.
 			noArgs: []string{"--sni-addr", "--http-addr", "--advertise-ip", "--upstream-dns", "--cluster-dns", "--private-cidr",
-				"--dns-timeout", "--dns-stale-for", "--response-timeout", "--event-interval", "--audit-interim", "--audit-buffer",
+				"--dns-timeout", "--dns-stale-for", "--dns-failure-ttl", "--response-timeout", "--event-interval", "--audit-interim", "--audit-buffer",
 				"--audit-failure", "--audit-file", "--audit-file-max-size", "--audit-file-max-backups"},
 			ports: []string{"proxy", "dns-udp", "dns-tcp", "metrics"},
 		},
@@ -123,7 +123,7 @@ func TestDeployment(t *testing.T) {
 				"--sni-addr :8443=443", "--http-addr :8080=80", "--advertise-ip 10.96.0.53",
 				"--upstream-dns 10.96.0.10:53", "--upstream-dns 10.96.0.11:53", "--cluster-dns 10.96.0.10:53", "--log-level debug",
 				"--private-cidr 100.64.0.0/10", "--private-cidr fd00:10:96::/112",
-				"--dns-timeout 1500ms", "--dns-stale-for 30m", "--response-timeout 2m", "--event-interval 10m",
+				"--dns-timeout 1500ms", "--dns-stale-for 30m", "--dns-failure-ttl 2s", "--response-timeout 2m", "--event-interval 10m",
 				"--audit-interim 30s", "--audit-buffer 33554432", "--audit-failure open",
 				"--audit-file /var/log/egressd/audit.jsonl", "--audit-file-max-size 256", "--audit-file-max-backups 10"},
 			ports:      []string{"proxy", "dns-udp", "dns-tcp", "sni", "http", "metrics"},

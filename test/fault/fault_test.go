@@ -479,10 +479,11 @@ func (in *instance) settles(t *testing.T, limit float64) {
 // TestUpstreamDNSStops: the upstream stops answering. Within the stale
 // window the cached answer is served (dns.stale in the record); after it
 // the request fails with 502 and outcome resolve-failed (verdict allow:
-// the policy allowed it); when the upstream returns, requests work again.
+// the policy allowed it); when the upstream returns, requests work again
+// once the last failure's window (--dns-failure-ttl, RFC 9520) is over.
 func TestUpstreamDNSStops(t *testing.T) {
 	w := startWorld(t)
-	in := startEgressd(t, w, "--dns-stale-for", "3s", "--dns-timeout", "300ms")
+	in := startEgressd(t, w, "--dns-stale-for", "3s", "--dns-timeout", "300ms", "--dns-failure-ttl", failureTTL.String())
 	if st, c := in.connect(t, "ok.fault.test", w.tlsPort); st != 200 {
 		t.Fatalf("healthy upstream: status %d", st)
 	} else {
@@ -507,6 +508,19 @@ func TestUpstreamDNSStops(t *testing.T) {
 	}
 
 	w.mode.Store(int32(dnsOK))
+	recovered(t, w, in)
+}
+
+// failureTTL is the fault tests' --dns-failure-ttl: a failed lookup is
+// answered from the failure this long (RFC 9520) before egressd asks the
+// upstream again.
+const failureTTL = 200 * time.Millisecond
+
+// recovered checks that a request through a recovered upstream DNS works
+// once the last failure's window (failureTTL) has passed, and not later.
+func recovered(t *testing.T, w *world, in *instance) {
+	t.Helper()
+	time.Sleep(failureTTL)
 	if st, c := in.connect(t, "ok.fault.test", w.tlsPort); st != 200 {
 		t.Fatalf("after recovery: status %d", st)
 	} else {
@@ -523,7 +537,7 @@ func TestUpstreamDNSGarbage(t *testing.T) {
 	}{{"garbage", dnsGarbage}, {"truncation loop", dnsTruncate}} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := startWorld(t)
-			in := startEgressd(t, w, "--dns-stale-for", "-1s", "--dns-timeout", "300ms")
+			in := startEgressd(t, w, "--dns-stale-for", "-1s", "--dns-timeout", "300ms", "--dns-failure-ttl", failureTTL.String())
 			w.mode.Store(int32(tc.mode))
 			start := time.Now()
 			if st, _ := in.connect(t, "ok.fault.test", w.tlsPort); st != http.StatusBadGateway {
@@ -546,11 +560,7 @@ func TestUpstreamDNSGarbage(t *testing.T) {
 			}
 			in.waitRecords(t, 1, func(r record) bool { return r.Kind == "dns" })
 			w.mode.Store(int32(dnsOK))
-			if st, c := in.connect(t, "ok.fault.test", w.tlsPort); st != 200 {
-				t.Fatalf("after recovery: status %d", st)
-			} else {
-				c.Close()
-			}
+			recovered(t, w, in)
 		})
 	}
 }
