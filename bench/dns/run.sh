@@ -21,6 +21,7 @@ TTL0=${TTL0:-1}            # also measure an upstream answering with TTL 0 (ever
 
 work=$(mktemp -d)
 pids=()
+declare -A pid_of=() # port → the server's PID, for its CPU per query
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
@@ -37,6 +38,7 @@ dnsmasq_on() { # port upstream-port
 	dnsmasq -k --no-resolv --no-hosts --bind-interfaces --listen-address=127.0.0.1 --port="$1" \
 		--server="127.0.0.1#$2" --cache-size=10000 --user=root --pid-file= --log-facility=- 2>"$work/dnsmasq$1.log" &
 	pids+=($!)
+	pid_of[$1]=$!
 }
 
 UP=127.0.0.1:5390
@@ -44,11 +46,13 @@ UP=127.0.0.1:5390
 prof=()
 [[ -n "$PROFILE" ]] && prof=(-cpuprofile "$PROFILE")
 "$work/egressd" -addr 127.0.0.1:5391 -upstream "$UP" -audit "$work/audit.jsonl" "${prof[@]}" 2>"$work/egressd.log" & pids+=($!)
+pid_of[5391]=$!
 dnsmasq_on 5392 5390
 servers=("egressd 5391" "dnsmasq 5392")
 if [[ -x .tools/coredns ]]; then
 	printf '.:5393 {\n  bind 127.0.0.1\n  cache\n  forward . %s\n}\n' "$UP" >"$work/Corefile"
 	.tools/coredns -conf "$work/Corefile" -quiet >"$work/coredns.log" 2>&1 & pids+=($!)
+	pid_of[5393]=$!
 	servers+=("coredns 5393")
 else
 	echo "note: .tools/coredns missing (GOBIN=\$PWD/.tools go install github.com/coredns/coredns@v1.15.0): skipped" >&2
@@ -57,6 +61,7 @@ ttl0=()
 if [[ "$TTL0" == 1 ]]; then
 	"$work/upstream" -addr 127.0.0.1:5394 -ttl 0 & pids+=($!)
 	"$work/egressd" -addr 127.0.0.1:5395 -upstream 127.0.0.1:5394 -audit "$work/audit0.jsonl" 2>"$work/egressd0.log" & pids+=($!)
+	pid_of[5395]=$!
 	dnsmasq_on 5396 5394
 	ttl0=("egressd 5395" "dnsmasq 5396")
 fi
@@ -71,9 +76,22 @@ for s in "${servers[@]}" "upstream 5390" "${ttl0[@]}"; do
 	done
 done
 
-qps_of() { # port: queries per second of one dnsperf run
-	dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$DURATION" -c "$CLIENTS" -q "$OUTSTANDING" 2>&1 |
-		awk '/Queries lost/ { lost = $3 } /Queries per second/ { qps = $4 } END { if (lost + 0 > 0) printf "%s(lost %s)", qps, lost; else print qps }'
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime+stime, USER_HZ
+
+# qps_of port: queries per second of one dnsperf run, then the server's CPU
+# per answered query in µs ("QPS CPU"). On a 2-core machine dnsperf (one
+# thread) and the server share the cores: a server that needs less than
+# the rest of the machine runs into dnsperf's own rate, so qps compares
+# servers only up to that ceiling, and CPU per query is the steadier figure.
+qps_of() {
+	local pid=${pid_of[$1]} c0 c1
+	c0=$(cpu_ticks "$pid")
+	dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$DURATION" -c "$CLIENTS" -q "$OUTSTANDING" >"$work/dnsperf.out" 2>&1
+	c1=$(cpu_ticks "$pid")
+	awk -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v d="$DURATION" '
+		/Queries lost/ { lost = $3 } /Queries per second/ { qps = $4 }
+		END { cpu = qps > 0 ? c / hz * 1e6 / (qps * d) : 0
+		      if (lost + 0 > 0) printf "%s(lost %s) %.2f", qps, lost, cpu; else printf "%s %.2f", qps, cpu }' "$work/dnsperf.out"
 }
 
 # Warm: every name once through each server.
@@ -86,12 +104,13 @@ minratio=
 for r in $(seq "$ROUNDS"); do
 	order=("${servers[@]}")
 	((r % 2 == 0)) && order=("${servers[1]}" "${servers[0]}" "${servers[@]:2}")
-	declare -A qps=()
+	declare -A qps=() cpu=()
 	line="round $r:"
 	for s in "${order[@]}"; do
-		qps[${s% *}]=$(qps_of "${s#* }")
+		read -r q c < <(qps_of "${s#* }")
+		qps[${s% *}]=$q cpu[${s% *}]=$c
 	done
-	for s in "${servers[@]}"; do line+=" ${s% *} ${qps[${s% *}]}"; done
+	for s in "${servers[@]}"; do line+=" ${s% *} ${qps[${s% *}]} (${cpu[${s% *}]} µs CPU/query)"; done
 	ratio=$(awk -v a="${qps[egressd]%%(*}" -v b="${qps[dnsmasq]%%(*}" 'BEGIN { printf "%.2f", a / b }')
 	echo "$line  egressd/dnsmasq $ratio"
 	minratio=$(awk -v m="$minratio" -v r="$ratio" 'BEGIN { if (m == "" || r < m) print r; else print m }')
@@ -111,9 +130,10 @@ echo "cold miss, fresh names through egressd and to the upstream alone, alternat
 if [[ "$TTL0" == 1 ]]; then
 	echo
 	echo "upstream answering with TTL 0 (every query a miss), queries per second:"
-	declare -A q0=()
-	for s in "${ttl0[@]}"; do q0[${s% *}]=$(qps_of "${s#* }"); done
-	awk -v e="${q0[egressd]%%(*}" -v d="${q0[dnsmasq]%%(*}" 'BEGIN { printf "egressd %s, dnsmasq %s, egressd/dnsmasq %.2f\n", e, d, e / d }'
+	declare -A q0=() c0=()
+	for s in "${ttl0[@]}"; do read -r q c < <(qps_of "${s#* }"); q0[${s% *}]=$q c0[${s% *}]=$c; done
+	awk -v e="${q0[egressd]%%(*}" -v d="${q0[dnsmasq]%%(*}" -v ce="${c0[egressd]}" -v cd="${c0[dnsmasq]}" \
+		'BEGIN { printf "egressd %s (%s µs CPU/query), dnsmasq %s (%s µs CPU/query), egressd/dnsmasq %.2f\n", e, ce, d, cd, e / d }'
 fi
 echo
 echo "audit records written by egressd: $(wc -l <"$work/audit.jsonl")"
