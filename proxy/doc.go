@@ -61,7 +61,7 @@
 //     through Decision.Deny: audit mode relays with would_deny. The
 //     server's first flight gives version, cipher, ALPN (TLS 1.2 only: in
 //     1.3 the selected ALPN is encrypted) or a plaintext alert. Then both
-//     directions are spliced (Linux) with half-close, until EOF, error,
+//     directions are relayed with half-close, until EOF, error,
 //     IdleTimeout without a byte either way, revocation or the drain
 //     deadline.
 //     - SNI listener: the ClientHello is read first (PeekTimeout, 32 KiB);

@@ -7,13 +7,14 @@ import (
 	"time"
 )
 
-// copyBufs serves the portable relay (connections that are not TCP, or
-// systems without splice).
+// copyBufs holds the relays' buffers (relay_linux.go takes one per burst;
+// the portable relay holds one while it runs).
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // relayCopy moves src to dst through a pooled buffer. It is the fallback of
-// relay; it holds its buffer while parked, so it does not meet the
-// per-tunnel memory target that the Linux splice path meets.
+// relay (connections that are not TCP, systems other than Linux); it holds
+// its buffer while parked, so it does not meet the per-tunnel memory target
+// that the Linux relay meets.
 func (t *tunnel) relayCopy(dst, src net.Conn, n *atomic.Int64) error {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -30,6 +31,7 @@ func (t *tunnel) relayCopy(dst, src net.Conn, n *atomic.Int64) error {
 			if werr != nil {
 				return werr
 			}
+			t.touch() // a write that waited on a slow reader is not idleness
 		}
 		if err != nil {
 			if isTimeout(err) {

@@ -19,8 +19,8 @@ import (
 //
 // Memory: an idle tunnel holds two goroutines parked in the poller, two
 // sockets and this struct. Hello buffers are dropped after the observation
-// phase and the relay keeps no buffer of its own on Linux (splice moves the
-// bytes through a pooled pipe that is returned after every burst).
+// phase and the relay keeps no buffer of its own on Linux (a pooled buffer
+// is taken for each burst and returned after its write).
 type tunnel struct {
 	p      *Proxy
 	ex     *exchange
