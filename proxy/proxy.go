@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/gopool"
 	"github.com/egressd/egressd/limit"
 	"github.com/egressd/egressd/metrics"
 )
@@ -55,6 +56,10 @@ type Proxy struct {
 	// overLimit gathers connections refused over MaxConnsPerClient into
 	// one summary record per client, kind and second.
 	overLimit *limit.Summary
+	// workers run every connection's goroutine and every tunnel's server
+	// side (gopool: a parked goroutine keeps the stack a request's calls
+	// grew). Shutdown stops the parked ones.
+	workers *gopool.Pool
 }
 
 // New returns a proxy for cfg after validating it.
@@ -72,6 +77,7 @@ func New(cfg Config) (*Proxy, error) {
 		listeners: map[net.Listener]struct{}{},
 		tunnels:   map[*tunnel]struct{}{},
 		limit:     limit.NewConns(cfg.MaxConnsPerClient),
+		workers:   gopool.New(workersIdle, workersIdleFor),
 	}
 	p.cutCtx, p.cutHandlers = context.WithCancel(context.Background())
 	// Keep-alive on upstream connections keeps the mapping of a NAT
@@ -159,7 +165,7 @@ func (p *Proxy) ServeSNI(ln net.Listener, port int) error {
 			release()
 			return ErrClosed
 		}
-		go p.serveSNIConn(t, port)
+		p.workers.Go(func() { p.serveSNIConn(t, port) })
 	}
 }
 
@@ -216,11 +222,20 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait() // every plain HTTP request has ended and written its record
 	p.overLimit.Close()
+	p.workers.Stop()
 	if err == nil && cutServer.Load() {
 		err = ctx.Err()
 	}
 	return err
 }
+
+// workersIdle goroutines stay parked for the next connection, each for at
+// most workersIdleFor: enough for a burst of new connections, short enough
+// that an idle egressd holds only its listeners' goroutines.
+const (
+	workersIdle    = 256
+	workersIdleFor = 2 * time.Second
+)
 
 // track registers a tunnel; false when draining.
 func (p *Proxy) track(t *tunnel) bool {

@@ -113,7 +113,7 @@ func (s *httpServer) serve() error {
 			release()
 			return ErrClosed
 		}
-		go hc.serve()
+		s.p.workers.Go(hc.serve)
 	}
 }
 

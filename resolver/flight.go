@@ -2,9 +2,10 @@ package resolver
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/egressd/egressd/gopool"
 )
 
 // flightGroup coalesces concurrent identical cache misses into one upstream
@@ -12,14 +13,14 @@ import (
 // module graph). The query runs in its own goroutine so that a caller
 // whose context ends returns at once without failing the others.
 //
-// Those goroutines are kept, parked, for the next query (up to
-// flightIdle, for flightIdleFor): a fresh goroutine grows its stack
-// through the exchange's calls on every miss, which was a tenth of the
-// CPU of a server whose every query is a miss (upstream TTL 0).
+// Those goroutines come from a gopool.Pool (up to flightIdle parked, for
+// flightIdleFor): a fresh goroutine grows its stack through the exchange's
+// calls on every miss, which was a tenth of the CPU of a server whose
+// every query is a miss (upstream TTL 0).
 type flightGroup struct {
 	mu    sync.Mutex
 	calls map[cacheKey]*flight
-	idle  []chan func() // parked runners
+	pool  *gopool.Pool
 	// onJoin, when set (tests), is called when a caller joins a query
 	// already in flight.
 	onJoin func(cacheKey)
@@ -51,6 +52,7 @@ func (g *flightGroup) do(ctx context.Context, k cacheKey, fn func() fetchResult)
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = make(map[cacheKey]*flight)
+		g.pool = gopool.New(flightIdle, flightIdleFor)
 	}
 	if f, ok := g.calls[k]; ok {
 		g.mu.Unlock()
@@ -61,13 +63,6 @@ func (g *flightGroup) do(ctx context.Context, k cacheKey, fn func() fetchResult)
 	}
 	f := &flight{done: make(chan struct{})}
 	g.calls[k] = f
-	inline := ctx.Done() == nil
-	var wake chan func()
-	if n := len(g.idle); n > 0 && !inline {
-		wake = g.idle[n-1]
-		g.idle[n-1] = nil
-		g.idle = g.idle[:n-1]
-	}
 	g.mu.Unlock()
 	run := func() {
 		f.res = fn()
@@ -76,54 +71,12 @@ func (g *flightGroup) do(ctx context.Context, k cacheKey, fn func() fetchResult)
 		g.mu.Unlock()
 		close(f.done)
 	}
-	switch {
-	case inline:
+	if ctx.Done() == nil {
 		run()
 		return f.res, false
-	case wake != nil:
-		wake <- run
-	default:
-		go g.runner(run)
 	}
+	g.pool.Go(run)
 	return g.wait(ctx, f), false
-}
-
-// runner runs fn, then parks for the next flight; it ends when enough are
-// parked already or after flightIdleFor without one.
-func (g *flightGroup) runner(fn func()) {
-	var wake chan func()
-	var timer *time.Timer
-	for {
-		fn()
-		g.mu.Lock()
-		if len(g.idle) >= flightIdle {
-			g.mu.Unlock()
-			return
-		}
-		if wake == nil {
-			wake = make(chan func(), 1)
-			timer = time.NewTimer(flightIdleFor)
-		} else {
-			timer.Reset(flightIdleFor)
-		}
-		g.idle = append(g.idle, wake)
-		g.mu.Unlock()
-		select {
-		case fn = <-wake:
-			timer.Stop()
-		case <-timer.C:
-			g.mu.Lock()
-			i := slices.Index(g.idle, wake)
-			if i >= 0 {
-				g.idle = slices.Delete(g.idle, i, i+1)
-			}
-			g.mu.Unlock()
-			if i >= 0 {
-				return
-			}
-			fn = <-wake // taken just as the timer fired: its flight is ours
-		}
-	}
 }
 
 func (g *flightGroup) wait(ctx context.Context, f *flight) fetchResult {

@@ -91,6 +91,8 @@ var rules = []rule{
 		onlyModule: []string{}},
 	{pkg: "watch", why: "watch polls files; it imports no other package of this module",
 		onlyModule: []string{}},
+	{pkg: "gopool", why: "gopool parks goroutines for the serving packages; it imports only the standard library",
+		stdOnly: true},
 }
 
 // policyForbidden are the standard packages policy must not import: I/O,
