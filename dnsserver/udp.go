@@ -11,10 +11,13 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/egressd/egressd/gopool"
 )
 
 // The UDP server is a fixed set of readers (workers: buffers and a batch),
@@ -77,26 +80,27 @@ type udpServer struct {
 	closing atomic.Bool
 	tok     chan struct{} // the right to read: one token
 
-	// idle holds the goroutines done with a detached query, parked until
-	// run hands them a worker. Once stopped, none parks and those parked
-	// are woken (with no worker: they end): a goroutine must never wait
-	// in idle after it stopped waiting, or run would hand it a worker
-	// whose datagrams nobody answers or records.
-	idleMu  sync.Mutex
-	idle    []chan *udpWorker
-	stopped bool
+	// pool holds the goroutines done with a detached query, parked until
+	// run hands them a worker. Once stopped (stopParked), none parks and
+	// those parked end: a goroutine must never wait there after the stop,
+	// or run would hand it a worker whose datagrams nobody answers or
+	// records (gopool.Pool.Stop).
+	pool *gopool.Pool
 
 	queries sync.Pool // *udpQuery
 
-	wg      sync.WaitGroup // goroutines, parked ones included
+	wg      sync.WaitGroup // workers running; parked goroutines are the pool's
 	errOnce sync.Once
 	err     error // the read error that stopped the server
 }
 
 // udpIdle is how many goroutines stay parked for the next detach, so that
 // a burst of cache misses does not start a goroutine (and grow its stack)
-// for each.
-const udpIdle = 128
+// for each; one parked for udpIdleFor without a detach ends.
+const (
+	udpIdle    = 128
+	udpIdleFor = time.Minute
+)
 
 // batchConn reads and writes datagrams in batches. ipv4.Message and
 // ipv6.Message are the same type.
@@ -107,7 +111,7 @@ type batchConn interface {
 
 func newUDPServer(s *Server, pc net.PacketConn) *udpServer {
 	u := &udpServer{s: s, pc: pc, conn: singleConn{pc},
-		started: make(chan struct{}), tok: make(chan struct{}, 1)}
+		started: make(chan struct{}), tok: make(chan struct{}, 1), pool: gopool.New(udpIdle, udpIdleFor)}
 	u.tok <- struct{}{}
 	u.queries.New = func() any {
 		q := &udpQuery{u: u}
@@ -195,70 +199,21 @@ func (u *udpServer) fail(err error) {
 	u.stopParked()
 }
 
-// stopParked wakes the parked goroutines, once the socket is closed, with
-// no worker: they end. None parks after it.
-func (u *udpServer) stopParked() {
-	u.idleMu.Lock()
-	u.stopped = true
-	parked := u.idle
-	u.idle = nil
-	u.idleMu.Unlock()
-	for _, wake := range parked {
-		wake <- nil
-	}
-}
+// stopParked ends the parked goroutines, once the socket is closed. None
+// parks after it.
+func (u *udpServer) stopParked() { u.pool.Stop() }
 
-// run hands w to a parked goroutine, or to a new one. After the server
-// stopped it still starts one, so that the rest of w's batch is answered
-// (or at least recorded): the caller is a running goroutine, so the
-// WaitGroup is not zero.
+// run hands w to a parked goroutine, or to a new one, until one of its
+// queries detaches (w then runs on in another goroutine, and this one
+// answers that query and parks) or the server stops. After the stop it
+// still starts one, so that the rest of w's batch is answered (or at least
+// recorded): the caller is a running worker, so the WaitGroup is not zero.
 func (u *udpServer) run(w *udpWorker) {
-	u.idleMu.Lock()
-	var wake chan *udpWorker
-	if n := len(u.idle); n > 0 {
-		wake = u.idle[n-1]
-		u.idle[n-1] = nil
-		u.idle = u.idle[:n-1]
-	}
-	u.idleMu.Unlock()
-	if wake != nil {
-		wake <- w
-		return
-	}
 	u.wg.Add(1)
-	go u.runWorkers(w)
-}
-
-// runWorkers runs w until one of its queries detaches (w then runs on in
-// another goroutine, and this one answers that query), then parks for the
-// next worker; it ends when the server stops.
-func (u *udpServer) runWorkers(w *udpWorker) {
-	defer u.wg.Done()
-	var wake chan *udpWorker
-	for w != nil {
-		if !w.loop() {
-			return
-		}
-		if wake == nil {
-			wake = make(chan *udpWorker, 1)
-		}
-		if !u.park(wake) {
-			return
-		}
-		w = <-wake
-	}
-}
-
-// park puts a goroutine done with its detached query in idle; false when
-// there are enough parked already or the server stopped (it ends).
-func (u *udpServer) park(wake chan *udpWorker) bool {
-	u.idleMu.Lock()
-	defer u.idleMu.Unlock()
-	if u.stopped || len(u.idle) >= udpIdle {
-		return false
-	}
-	u.idle = append(u.idle, wake)
-	return true
+	u.pool.Go(func() {
+		defer u.wg.Done()
+		w.loop()
+	})
 }
 
 // udpWorker is one reader: its buffers, reused batch after batch, and the

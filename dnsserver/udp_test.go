@@ -330,26 +330,20 @@ func TestUDPParkedReaderAfterStop(t *testing.T) {
 				t.Fatal(err)
 			}
 			u := newUDPServer(f.srv, pc)
-			// Two goroutines: one parked, one still answering its batch.
-			u.wg.Add(2)
-			left := make(chan *udpWorker, 1)
-			go func() {
-				defer u.wg.Done()
-				wake := make(chan *udpWorker, 1)
-				if !u.park(wake) {
-					t.Error("park refused before the stop")
-				}
-				left <- <-wake
-			}()
-			for parkedReaders(u) == 0 {
-				runtime.Gosched() // the goroutine is on its way to idle
+			// Two goroutines: one parked, one still answering its batch
+			// (this one, counted as a running worker).
+			u.wg.Add(1)
+			u.pool.Go(func() {})
+			for u.pool.Parked() == 0 {
+				runtime.Gosched() // the goroutine is on its way to park
 			}
 			stopped := make(chan error, 1)
 			go func() { stopped <- tc.stop(u) }()
-			if w := <-left; w != nil { // the parked goroutine left park: the stop is under way
-				t.Fatal("a parked goroutine was woken with a worker by the stop")
+			for u.pool.Parked() != 0 {
+				runtime.Gosched()
 			}
-			if u.park(make(chan *udpWorker, 1)) {
+			u.pool.Go(func() {})
+			if u.pool.Parked() != 0 {
 				t.Fatal("a goroutine parked after the stop")
 			}
 
@@ -375,13 +369,6 @@ func TestUDPParkedReaderAfterStop(t *testing.T) {
 			}
 		})
 	}
-}
-
-// parkedReaders is how many goroutines wait in u.idle.
-func parkedReaders(u *udpServer) int {
-	u.idleMu.Lock()
-	defer u.idleMu.Unlock()
-	return len(u.idle)
 }
 
 // TestUDPMalformed: a datagram that does not parse is answered FORMERR,
