@@ -149,7 +149,7 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 	timedOut := false
 	for _, ap := range permitted {
 		start := time.Now()
-		c, err := p.dial(ctx, "tcp", ap.String())
+		c, err := p.dial(ctx, ap)
 		if err == nil {
 			p.mc.dialOK.Observe(time.Since(start).Seconds())
 			ex.rec.Peer = ap.String()

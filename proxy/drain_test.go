@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -67,7 +68,7 @@ func TestShutdownWaitsForStreamingHTTP(t *testing.T) {
 func TestConnectCutWhileDialling(t *testing.T) {
 	e := newEnv(t, envOpt{})
 	entered := make(chan struct{})
-	e.p.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	e.p.dial = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
 		close(entered)
 		<-ctx.Done() // the drain deadline cancels the dial
 		return nil, ctx.Err()

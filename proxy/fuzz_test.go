@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ spec:
 	if err != nil {
 		f.Fatal(err)
 	}
-	p.dial = func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("no network in fuzz") }
+	p.dial = func(context.Context, netip.AddrPort) (net.Conn, error) { return nil, errors.New("no network in fuzz") }
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)

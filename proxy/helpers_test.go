@@ -217,15 +217,14 @@ func newEnv(t testing.TB, o envOpt) *env {
 		t.Fatal(err)
 	}
 	inner := p.dial
-	p.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	p.dial = func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
 		e.dials.Add(1)
-		e.dialAddrs.Store(addr, true)
-		ap := netip.MustParseAddrPort(addr)
+		e.dialAddrs.Store(ap.String(), true)
 		if !ap.Addr().IsLoopback() {
 			// Belt and braces: a test never sends a packet off the host.
-			return nil, fmt.Errorf("test refuses to dial non-loopback %s", addr)
+			return nil, fmt.Errorf("test refuses to dial non-loopback %s", ap)
 		}
-		return inner(ctx, network, addr)
+		return inner(ctx, ap)
 	}
 	e.p = p
 	go p.ServeProxy(ln)

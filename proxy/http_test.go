@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -267,10 +268,10 @@ func TestForwardLateDialAfterClientLeft(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	upClosed := make(chan struct{})
 	inner := e.p.dial
-	e.p.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	e.p.dial = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
 		close(entered)
 		<-release // slow dial: returns after the client has gone
-		c, err := inner(context.WithoutCancel(ctx), network, addr)
+		c, err := inner(context.WithoutCancel(ctx), addr)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -62,8 +63,8 @@ func rule(port int) string {
 
 // timeoutDial is a dial hook whose connect times out, without any
 // unroutable address.
-func timeoutDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	return nil, &net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded}
+func timeoutDial(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
 }
 
 // TestUpstreamFailureOutcomes: a request that policy allowed and that then

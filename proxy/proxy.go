@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,7 +20,7 @@ import (
 
 // dialFunc dials one checked address. It is a field so that tests can prove
 // that a refused address is never dialled.
-type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+type dialFunc func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 
 // Proxy serves the proxy and transparent listeners. Create it with New.
 type Proxy struct {
@@ -87,7 +88,15 @@ func New(cfg Config) (*Proxy, error) {
 	// kernel's: two socket options per dial instead of four.
 	d := &net.Dialer{Timeout: cfg.DialTimeout,
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: -1, Count: -1}}
-	p.dial = d.DialContext
+	// DialTCP takes the checked address as it is: no string to format and
+	// parse again, no resolver or dual-stack race inside net.
+	p.dial = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+		c, err := d.DialTCP(ctx, "tcp", netip.AddrPort{}, addr)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	p.fwd = newForwarder(p)
 	p.overLimit = limit.NewSummary(limit.SummaryConfig{Emit: p.emitOverLimit})
 	return p, nil
