@@ -88,14 +88,12 @@ func New(cfg Config) (*Proxy, error) {
 	// kernel's: two socket options per dial instead of four.
 	d := &net.Dialer{Timeout: cfg.DialTimeout,
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: -1, Count: -1}}
-	// DialTCP takes the checked address as it is: no string to format and
-	// parse again, no resolver or dual-stack race inside net.
+	// Not Dialer.DialTCP: its local address is never nil, so it binds
+	// every socket to port 0 before the connect, a system call more and an
+	// ephemeral port taken for every destination instead of per
+	// destination (bind(2) cannot share one port across 4-tuples).
 	p.dial = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
-		c, err := d.DialTCP(ctx, "tcp", netip.AddrPort{}, addr)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
+		return d.DialContext(ctx, "tcp", addr.String())
 	}
 	p.fwd = newForwarder(p)
 	p.overLimit = limit.NewSummary(limit.SummaryConfig{Emit: p.emitOverLimit})
