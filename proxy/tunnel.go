@@ -568,10 +568,14 @@ func (t *tunnel) pipe(dst, src net.Conn, n *atomic.Int64) {
 }
 
 // endDirection finishes one direction: EOF half-closes dst, an error closes
-// the whole tunnel.
+// the whole tunnel. The last direction to end does not half-close: end
+// closes both connections next, and the close sends the same FIN (nothing
+// is left unread on dst, whose reader ended at its EOF or closed both).
 func (t *tunnel) endDirection(dst net.Conn, err error) {
 	if err == nil || errors.Is(err, io.EOF) {
-		closeWrite(dst)
+		if t.pending.Load() > 1 {
+			closeWrite(dst)
+		}
 		return
 	}
 	if !t.cutting.Load() {
