@@ -159,12 +159,12 @@ func (t *tunnel) start(pre []byte, hello *clientHello, check string, inline bool
 	t.active = true
 	t.p.mc.tunnels.Get(t.ex.rec.Kind).Inc()
 	t.pending.Store(2)
-	t.p.workers.Go(func() { t.guard(t.serverSide) })
+	t.p.relays.Go(func() { t.guard(t.serverSide) })
 	if inline {
 		t.guard(func() { t.clientSide(pre, hello, check) })
 		return
 	}
-	t.p.workers.Go(func() { t.guard(func() { t.clientSide(pre, hello, check) }) })
+	t.p.relays.Go(func() { t.guard(func() { t.clientSide(pre, hello, check) }) })
 }
 
 // guard runs one direction; no panic leaves it: it is logged, the tunnel
