@@ -78,20 +78,23 @@ done
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime+stime, USER_HZ
 
-# qps_of port: queries per second of one dnsperf run, then the server's CPU
-# per answered query in µs ("QPS CPU"). On a 2-core machine dnsperf (one
-# thread) and the server share the cores: a server that needs less than
-# the rest of the machine runs into dnsperf's own rate, so qps compares
-# servers only up to that ceiling, and CPU per query is the steadier figure.
+# qps_of port: queries per second of one dnsperf run, the server's CPU per
+# answered query in µs and dnsperf's own ("QPS CPU DNSPERF_CPU"). On a
+# 2-core machine dnsperf (one thread) and the server share the cores: a
+# server that needs less than the rest of the machine runs into dnsperf's
+# own rate, so qps compares servers only up to that ceiling, and CPU per
+# query is the steadier figure.
 qps_of() {
-	local pid=${pid_of[$1]} c0 c1
+	local pid=${pid_of[$1]} c0 c1 t
 	c0=$(cpu_ticks "$pid")
-	dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$DURATION" -c "$CLIENTS" -q "$OUTSTANDING" >"$work/dnsperf.out" 2>&1
+	t=$( { TIMEFORMAT='%3U %3S'; time dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$DURATION" \
+		-c "$CLIENTS" -q "$OUTSTANDING" >"$work/dnsperf.out" 2>&1; } 2>&1)
 	c1=$(cpu_ticks "$pid")
-	awk -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v d="$DURATION" '
+	awk -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v d="$DURATION" -v t="$t" '
 		/Queries lost/ { lost = $3 } /Queries per second/ { qps = $4 }
-		END { cpu = qps > 0 ? c / hz * 1e6 / (qps * d) : 0
-		      if (lost + 0 > 0) printf "%s(lost %s) %.2f", qps, lost, cpu; else printf "%s %.2f", qps, cpu }' "$work/dnsperf.out"
+		END { split(t, u, " "); n = qps * d
+		      cpu = n > 0 ? c / hz * 1e6 / n : 0; own = n > 0 ? (u[1] + u[2]) * 1e6 / n : 0
+		      if (lost + 0 > 0) printf "%s(lost %s) %.2f %.2f", qps, lost, cpu, own; else printf "%s %.2f %.2f", qps, cpu, own }' "$work/dnsperf.out"
 }
 
 # Warm: every name once through each server.
@@ -104,13 +107,15 @@ minratio=
 for r in $(seq "$ROUNDS"); do
 	order=("${servers[@]}")
 	((r % 2 == 0)) && order=("${servers[1]}" "${servers[0]}" "${servers[@]:2}")
-	declare -A qps=() cpu=()
+	declare -A qps=() cpu=() own=()
 	line="round $r:"
 	for s in "${order[@]}"; do
-		read -r q c < <(qps_of "${s#* }")
-		qps[${s% *}]=$q cpu[${s% *}]=$c
+		read -r q c o < <(qps_of "${s#* }")
+		qps[${s% *}]=$q cpu[${s% *}]=$c own[${s% *}]=$o
 	done
-	for s in "${servers[@]}"; do line+=" ${s% *} ${qps[${s% *}]} (${cpu[${s% *}]} µs CPU/query)"; done
+	for s in "${servers[@]}"; do
+		line+=" ${s% *} ${qps[${s% *}]} (${cpu[${s% *}]} µs CPU/query, dnsperf ${own[${s% *}]})"
+	done
 	ratio=$(awk -v a="${qps[egressd]%%(*}" -v b="${qps[dnsmasq]%%(*}" 'BEGIN { printf "%.2f", a / b }')
 	echo "$line  egressd/dnsmasq $ratio"
 	minratio=$(awk -v m="$minratio" -v r="$ratio" 'BEGIN { if (m == "" || r < m) print r; else print m }')
@@ -131,7 +136,7 @@ if [[ "$TTL0" == 1 ]]; then
 	echo
 	echo "upstream answering with TTL 0 (every query a miss), queries per second:"
 	declare -A q0=() c0=()
-	for s in "${ttl0[@]}"; do read -r q c < <(qps_of "${s#* }"); q0[${s% *}]=$q c0[${s% *}]=$c; done
+	for s in "${ttl0[@]}"; do read -r q c _ < <(qps_of "${s#* }"); q0[${s% *}]=$q c0[${s% *}]=$c; done
 	awk -v e="${q0[egressd]%%(*}" -v d="${q0[dnsmasq]%%(*}" -v ce="${c0[egressd]}" -v cd="${c0[dnsmasq]}" \
 		'BEGIN { printf "egressd %s (%s µs CPU/query), dnsmasq %s (%s µs CPU/query), egressd/dnsmasq %.2f\n", e, ce, d, cd, e / d }'
 fi
