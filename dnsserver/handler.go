@@ -42,6 +42,10 @@ type query struct {
 	detach     func()
 	detached   bool
 	unrecorded *dns.Msg
+	// sendFirst asks finish to leave the record in unrecorded as for a
+	// detached query: the UDP reader writes it after the batch's answers
+	// left (udp.go), so that no client waits for its record.
+	sendFirst bool
 
 	// Room for the answer and its audit record, so that a UDP reader,
 	// which reuses its query, allocates none of it (the answer is packed
@@ -377,7 +381,7 @@ func (s *Server) finish(qr *query, resp *dns.Msg) *dns.Msg {
 		s.refuse(qr.src, overRate)
 		return resp
 	}
-	if qr.detached {
+	if qr.detached || qr.sendFirst {
 		qr.rec.Time = time.Now() // the answer's time
 		qr.unrecorded = resp     // recordNow, once it is sent
 		return resp

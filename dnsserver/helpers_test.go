@@ -143,17 +143,23 @@ func (a *auditSink) records(t *testing.T) []audit.Record {
 	return out
 }
 
-// last returns the last record for host.
+// last returns the last record for host, waiting for it a while: a UDP
+// query's record is written after its answer left (udp.go).
 func (a *auditSink) last(t *testing.T, host string) audit.Record {
 	t.Helper()
-	rs := a.records(t)
-	for i := len(rs) - 1; i >= 0; i-- {
-		if rs[i].Host == host {
-			return rs[i]
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rs := a.records(t)
+		for i := len(rs) - 1; i >= 0; i-- {
+			if rs[i].Host == host {
+				return rs[i]
+			}
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no audit record for %q in %d records", host, len(rs))
+		}
+		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("no audit record for %q in %d records", host, len(rs))
-	return audit.Record{}
 }
 
 // fixture is a DNS server on 127.0.0.1 with a fake upstream, fake cluster

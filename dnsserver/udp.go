@@ -228,6 +228,9 @@ type udpWorker struct {
 	lastOOB  []byte    // the control message of the last query
 	replyOOB []byte    // the reply's control message for lastOOB
 	q        *udpQuery // the state of the next query; replaced when one detaches
+	// sent are the queries answered in this batch whose records wait for
+	// the flush: the answers leave first (query.sendFirst).
+	sent []*udpQuery
 	hasTok   bool      // holds the read token (it moves with the worker)
 }
 
@@ -342,7 +345,7 @@ func (w *udpWorker) serve(m *ipv4.Message) bool {
 		w.add(req, m)
 		return false
 	}
-	q.qr = query{detach: q.detachFn}
+	q.qr = query{detach: q.detachFn, sendFirst: true}
 	q.w, q.m = w, m
 	u := w.u
 	resp := u.s.serveQuery(context.Background(), &q.qr, addrOf(m.Addr), req, true)
@@ -354,6 +357,12 @@ func (w *udpWorker) serve(m *ipv4.Message) bool {
 	q.w, q.m = nil, nil
 	if resp != nil {
 		w.add(resp, m)
+	}
+	if q.qr.unrecorded != nil {
+		// Its record (and its answer's buffers) wait for the flush: the
+		// next query takes another state.
+		w.sent = append(w.sent, q)
+		w.q = u.queries.Get().(*udpQuery)
 	}
 	return false
 }
@@ -411,7 +420,8 @@ func (w *udpWorker) add(resp *dns.Msg, m *ipv4.Message) {
 	w.nout++
 }
 
-// flush sends the answers made since the last flush.
+// flush sends the answers made since the last flush, then writes their
+// records.
 func (w *udpWorker) flush() {
 	ms := w.out[:w.nout]
 	for len(ms) > 0 {
@@ -431,6 +441,14 @@ func (w *udpWorker) flush() {
 		o.Addr = nil
 	}
 	w.nout = 0
+	// The answers left: now their records.
+	for i, q := range w.sent {
+		w.u.s.recordNow(&q.qr)
+		q.qr = query{}
+		w.u.queries.Put(q)
+		w.sent[i] = nil
+	}
+	w.sent = w.sent[:0]
 }
 
 // replyControl returns the control message that makes the reply leave from

@@ -94,7 +94,7 @@ qps_of() {
 		/Queries lost/ { lost = $3 } /Queries per second/ { qps = $4 }
 		END { split(t, u, " "); n = qps * d
 		      cpu = n > 0 ? c / hz * 1e6 / n : 0; own = n > 0 ? (u[1] + u[2]) * 1e6 / n : 0
-		      if (lost + 0 > 0) printf "%s(lost %s) %.2f %.2f", qps, lost, cpu, own; else printf "%s %.2f %.2f", qps, cpu, own }' "$work/dnsperf.out"
+		      if (lost + 0 > 0) printf "%s(lost %s) %.2f %.2f\n", qps, lost, cpu, own; else printf "%s %.2f %.2f\n", qps, cpu, own }' "$work/dnsperf.out"
 }
 
 # Warm: every name once through each server.
