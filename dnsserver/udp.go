@@ -230,8 +230,8 @@ type udpWorker struct {
 	q        *udpQuery // the state of the next query; replaced when one detaches
 	// sent are the queries answered in this batch whose records wait for
 	// the flush: the answers leave first (query.sendFirst).
-	sent []*udpQuery
-	hasTok   bool      // holds the read token (it moves with the worker)
+	sent   []*udpQuery
+	hasTok bool // holds the read token (it moves with the worker)
 }
 
 func (u *udpServer) newWorker() *udpWorker {
