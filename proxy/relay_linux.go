@@ -16,7 +16,7 @@ import (
 // poller says readable, a buffer comes from the pool for one non-blocking
 // read and goes back after the write (or at once when the read found
 // nothing), so an idle tunnel holds no buffer. The reads and writes are
-// raw system calls (rawRead, rawWrite).
+// raw system calls (rawRead, rawWriter).
 //
 // The bytes pass through user space, burstSize at a time. Earlier a
 // burst that filled the buffer switched the direction to splice(2)
@@ -41,6 +41,7 @@ func (t *tunnel) relay(dst, src net.Conn, n *atomic.Int64) error {
 	if err != nil {
 		return t.relayCopy(dst, src, n)
 	}
+	ww := newRawWriter(wc)
 	if err := s.SetReadDeadline(time.Now().Add(t.p.cfg.IdleTimeout)); err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func (t *tunnel) relay(dst, src net.Conn, n *atomic.Int64) error {
 			return nil
 		}
 		t.touch()
-		w, werr := rawWrite(wc, (*bp)[:got])
+		w, werr := ww.write((*bp)[:got])
 		copyBufs.Put(bp)
 		bp = nil
 		n.Add(int64(w))
@@ -128,34 +129,53 @@ func rawRead(fd uintptr, b []byte) (int, error) {
 	}
 }
 
-// rawWrite writes all of b to the connection of wc with raw write(2)
-// calls, as rawRead reads, waiting in the poller while the socket's buffer
-// is full.
-func rawWrite(wc syscall.RawConn, b []byte) (int, error) {
-	done := 0
-	var werr error
-	err := wc.Write(func(fd uintptr) bool {
-		for done < len(b) {
-			n, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[done])), uintptr(len(b)-done))
-			switch e {
-			case 0:
-				if n == 0 {
-					werr = io.ErrShortWrite
-					return true
-				}
-				done += int(n)
-			case unix.EINTR:
-			case unix.EAGAIN:
-				return false // wait until writable
-			default:
-				werr = e
+// rawWriter writes with raw write(2) calls, as rawRead reads, waiting in
+// the poller while the socket's buffer is full. One serves a relay: its
+// callback is made once, not per write (a closure per write was an
+// allocation per burst).
+type rawWriter struct {
+	wc   syscall.RawConn
+	fn   func(fd uintptr) bool
+	b    []byte
+	done int
+	err  error
+}
+
+func newRawWriter(wc syscall.RawConn) *rawWriter {
+	w := &rawWriter{wc: wc}
+	w.fn = w.step
+	return w
+}
+
+// write writes all of b.
+func (w *rawWriter) write(b []byte) (int, error) {
+	w.b, w.done, w.err = b, 0, nil
+	err := w.wc.Write(w.fn)
+	if err == nil {
+		err = w.err
+	}
+	n := w.done
+	w.b = nil
+	return n, err
+}
+
+func (w *rawWriter) step(fd uintptr) bool {
+	for w.done < len(w.b) {
+		n, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&w.b[w.done])), uintptr(len(w.b)-w.done))
+		switch e {
+		case 0:
+			if n == 0 {
+				w.err = io.ErrShortWrite
 				return true
 			}
+			w.done += int(n)
+		case unix.EINTR:
+		case unix.EAGAIN:
+			return false // wait until writable
+		default:
+			w.err = e
+			return true
 		}
-		return true
-	})
-	if err == nil {
-		err = werr
 	}
-	return done, err
+	return true
 }
