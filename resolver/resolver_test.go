@@ -288,6 +288,38 @@ func TestFailureCached(t *testing.T) {
 	})
 }
 
+// TestLookupIPRefusedFamily: an upstream that refuses AAAA for a name
+// (dnsmasq serving a hosts file does) costs one AAAA exchange per failure
+// window, not one per lookup, and the name's A addresses are answered
+// every time: before the failure cache, every new connection through the
+// proxy asked the refused question again.
+func TestLookupIPRefusedFamily(t *testing.T) {
+	up := dnstest.NewUpstream(t)
+	up.Refuse("models.test./AAAA")
+	clk := dnstest.NewClock()
+	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}, Now: clk.Now})
+	ctx := context.Background()
+	for i := range 5 {
+		ans, err := r.LookupIP(ctx, "models.test")
+		if err != nil || len(ans.Addrs) != 1 || ans.Addrs[0].String() != "203.0.113.10" {
+			t.Fatalf("lookup %d: %+v %v", i, ans, err)
+		}
+	}
+	if n := up.Count("models.test.", "AAAA", "udp"); n != 1 {
+		t.Fatalf("AAAA asked %d times in one failure window, want 1", n)
+	}
+	if n := up.Count("models.test.", "A", "udp"); n != 1 {
+		t.Fatalf("A asked %d times, want 1 (cached)", n)
+	}
+	clk.Advance(DefaultFailureTTL)
+	if _, err := r.LookupIP(ctx, "models.test"); err != nil {
+		t.Fatal(err)
+	}
+	if n := up.Count("models.test.", "AAAA", "udp"); n != 2 {
+		t.Fatalf("AAAA asked %d times after the window, want 2", n)
+	}
+}
+
 func TestFailover(t *testing.T) {
 	up := dnstest.NewUpstream(t)
 	dead := dnstest.ClosedAddr(t)

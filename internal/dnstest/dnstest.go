@@ -33,6 +33,8 @@ type Upstream struct {
 	// nxUnknown answers NXDOMAIN for names with no record at all, as the
 	// cluster DNS does for its own zone.
 	nxUnknown bool
+	// refuse holds the keys answered REFUSED (Refuse).
+	refuse map[string]bool
 	// gate, when set, holds every answer until it is closed; arrived gets
 	// one value per query that reached the gate.
 	gate    chan struct{}
@@ -180,6 +182,8 @@ func (u *Upstream) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	switch {
 	case u.Failing.Load():
 		m.Rcode = dns.RcodeServerFailure
+	case u.refused(k):
+		m.Rcode = dns.RcodeRefused
 	case u.nx[strings.ToLower(q.Name)]:
 		m.Rcode = dns.RcodeNameError
 		m.Ns = []dns.RR{SOA("blob.test.", 3600, 60)}
@@ -205,6 +209,23 @@ func (u *Upstream) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	m.Truncate(size)
 	w.WriteMsg(m)
+}
+
+// Refuse makes the answers for key ("name./TYPE") REFUSED, as some
+// servers answer a type they do not serve (AAAA from a hosts file).
+func (u *Upstream) Refuse(key string) {
+	u.mu.Lock()
+	if u.refuse == nil {
+		u.refuse = map[string]bool{}
+	}
+	u.refuse[key] = true
+	u.mu.Unlock()
+}
+
+func (u *Upstream) refused(key string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.refuse[key]
 }
 
 func (u *Upstream) exists(name string) bool {
