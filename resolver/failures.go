@@ -15,9 +15,9 @@ import (
 // always refuses (AAAA on some servers) costs one exchange a window, not
 // one per connection.
 //
-// It is bounded by the cache's size: when full, expired failures are
-// swept, and a new failure that still finds it full is not remembered
-// (the upstream is asked again, as without the window).
+// It is bounded by the cache's size: a new failure that finds it full
+// starts it afresh (clear), so that a flood of distinct failing names
+// costs no scan per query; the failures dropped are only asked again.
 type failures struct {
 	mu  sync.Mutex
 	m   map[cacheKey]failure
@@ -44,22 +44,15 @@ func (f *failures) get(k cacheKey, now time.Time) (error, bool) {
 	return x.err, true
 }
 
-// put remembers a failure of k, at now, until until.
-func (f *failures) put(k cacheKey, now, until time.Time, err error) {
+// put remembers a failure of k until until.
+func (f *failures) put(k cacheKey, until time.Time, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.m == nil {
 		f.m = make(map[cacheKey]failure)
 	}
 	if _, ok := f.m[k]; !ok && len(f.m) >= f.max {
-		for k, x := range f.m {
-			if !now.Before(x.until) {
-				delete(f.m, k)
-			}
-		}
-		if len(f.m) >= f.max {
-			return
-		}
+		clear(f.m)
 	}
 	f.m[k] = failure{until: until, err: err}
 }

@@ -139,7 +139,7 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 	now := r.cfg.Now()
 	if err != nil {
 		if r.cfg.FailureTTL > 0 {
-			r.failed.put(k, now, now.Add(r.cfg.FailureTTL), err)
+			r.failed.put(k, now.Add(r.cfg.FailureTTL), err)
 		}
 		// RFC 8767 §4: answer from an expired entry only once resolution
 		// has failed.

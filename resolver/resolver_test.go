@@ -3,6 +3,7 @@ package resolver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -511,5 +512,24 @@ func TestBeforeWait(t *testing.T) {
 				t.Errorf("called %d times, want %d", calls, tc.calls)
 			}
 		})
+	}
+}
+
+// TestFailuresBounded: the failure window holds at most its bound; a new
+// failure that finds it full starts it afresh and is remembered.
+func TestFailuresBounded(t *testing.T) {
+	f := failures{max: 3}
+	until := time.Now().Add(time.Hour)
+	key := func(i int) cacheKey {
+		return cacheKey{name: fmt.Sprintf("n%d.test.", i), qtype: dns.TypeA, qclass: dns.ClassINET}
+	}
+	for i := range 10 {
+		f.put(key(i), until, ErrUpstream)
+		if len(f.m) > 3 {
+			t.Fatalf("%d failures remembered, bound 3", len(f.m))
+		}
+		if _, ok := f.get(key(i), time.Now()); !ok {
+			t.Fatalf("failure %d not remembered", i)
+		}
 	}
 }
