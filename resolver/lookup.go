@@ -34,19 +34,20 @@ func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 	if err != nil {
 		return Answer{Rcode: dns.RcodeFormatError}, fmt.Errorf("resolver: lookup %q: %w", host, err)
 	}
-	var f4, f6 family
-	if r.answerable(name, dns.TypeAAAA) {
-		// AAAA is a cache hit (or a recent failure): no wait to overlap,
-		// so no goroutine (the common case of a name the pod resolved).
-		f4 = r.lookupFamily(ctx, name, dns.TypeA)
-		f6 = r.lookupFamily(ctx, name, dns.TypeAAAA)
+	var f4 family
+	f6 := r.lookupFamily(ctx, name, dns.TypeAAAA, true)
+	if !f6.wouldWait {
+		// AAAA came from the cache (or a recent failure): no wait to
+		// overlap, so no goroutine (the common case of a name the pod
+		// resolved).
+		f4 = r.lookupFamily(ctx, name, dns.TypeA, false)
 	} else {
 		v6 := make(chan family, 1)
 		// The caller's before-wait func is called in the caller's
 		// goroutine only (WithBeforeWait).
 		ctx6 := context.WithValue(ctx, beforeWaitKey{}, (func())(nil))
-		go func() { v6 <- r.lookupFamily(ctx6, name, dns.TypeAAAA) }()
-		f4 = r.lookupFamily(ctx, name, dns.TypeA)
+		go func() { v6 <- r.lookupFamily(ctx6, name, dns.TypeAAAA, false) }()
+		f4 = r.lookupFamily(ctx, name, dns.TypeA, false)
 		select {
 		case f6 = <-v6:
 		default:
@@ -87,19 +88,6 @@ func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 	return ans, fmt.Errorf("resolver: lookup %q: %w", host, err)
 }
 
-// answerable reports whether Query answers (name, qtype) without asking an
-// upstream: a fresh entry or a failure inside its window. name is a
-// cache key (fqdnKey).
-func (r *Resolver) answerable(name string, qtype uint16) bool {
-	k := cacheKey{name: name, qtype: qtype, qclass: dns.ClassINET}
-	now := r.cfg.Now()
-	if _, fresh := r.cache.get(k, now); fresh {
-		return true
-	}
-	_, failed := r.failed.get(k, now)
-	return failed
-}
-
 // family is the result of one address family's lookup.
 type family struct {
 	addrs    []netip.Addr
@@ -110,14 +98,28 @@ type family struct {
 	stale    bool
 	upstream string
 	err      error
+	// wouldWait: with noWait, a link of the chain needs an upstream; the
+	// rest of the family is unset.
+	wouldWait bool
 }
 
-func (r *Resolver) lookupFamily(ctx context.Context, name string, qtype uint16) family {
+// lookupFamily follows name's chain for qtype through Query; with noWait
+// only as far as Query answers without an upstream (wouldWait otherwise).
+func (r *Resolver) lookupFamily(ctx context.Context, name string, qtype uint16, noWait bool) family {
 	f := family{cached: true}
 	cur := name
 	seen := map[string]bool{name: true}
 	for {
-		res, err := r.Query(ctx, cur, qtype)
+		var res *Result
+		var err error
+		if noWait {
+			var ok bool
+			if res, err, ok = r.queryNow(cur, qtype); !ok {
+				return family{wouldWait: true}
+			}
+		} else {
+			res, err = r.Query(ctx, cur, qtype)
+		}
 		if err != nil {
 			f.cached = false
 			f.err = err

@@ -53,13 +53,10 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 		return nil, err
 	}
 	k := cacheKey{name: n, qtype: qtype, qclass: dns.ClassINET}
-	if res, ok := r.fromCache(k, start); ok {
-		return res, nil
-	}
-	r.cache.misses.Inc()
-	if res, err, ok := r.recentFailure(k, start); ok {
+	if res, err, ok := r.answerNow(k, start); ok {
 		return res, err
 	}
+	r.cache.misses.Inc()
 	fctx := ctx
 	if ctx.Done() != nil {
 		// The fetch may run in another goroutine (flightGroup.do): the
@@ -102,6 +99,31 @@ func (r *Resolver) Cached(name string, qtype uint16, view func(*dns.Msg) any) (R
 	r.cache.hits.Inc()
 	m, v := sharedAnswer(e, now, view)
 	return Result{Msg: m, Cached: true, Upstream: e.upstream}, v, true
+}
+
+// queryNow is what Query answers without asking or waiting for an
+// upstream: a fresh cache entry or a recent failure; false when Query
+// would ask.
+func (r *Resolver) queryNow(name string, qtype uint16) (*Result, error, bool) {
+	start := time.Now()
+	n, err := fqdnKey(name)
+	if err != nil {
+		return nil, err, true
+	}
+	return r.answerNow(cacheKey{name: n, qtype: qtype, qclass: dns.ClassINET}, start)
+}
+
+// answerNow answers k from the cache or from a recent failure (a miss,
+// counted); false when neither holds it.
+func (r *Resolver) answerNow(k cacheKey, start time.Time) (*Result, error, bool) {
+	if res, ok := r.fromCache(k, start); ok {
+		return res, nil, true
+	}
+	if res, err, ok := r.recentFailure(k, start); ok {
+		r.cache.misses.Inc()
+		return res, err, true
+	}
+	return nil, nil, false
 }
 
 // recentFailure answers k from a failure inside its FailureTTL window
