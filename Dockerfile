@@ -27,6 +27,14 @@ LABEL org.opencontainers.image.title="egressd" \
       org.opencontainers.image.description="DNS-aware egress proxy for Kubernetes" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/egressd /egressd
+# Go's scheduler monitor (sysmon) sleeps while every processor is idle and,
+# woken by the next system call, polls every 20 µs for a millisecond: a
+# proxy that idles between connections pays that thousands of times a
+# second (a tenth of its CPU per new connection on the peer bench). With a
+# scheduler-trace interval set (the largest, 24.8 days) it never takes that
+# sleep and backs off to 10 ms instead. See README, "Decisions". The bench
+# scripts run egressd with the same value (TestImageGODEBUG).
+ENV GODEBUG=schedtrace=2147483647
 # proxy, DNS (UDP and TCP), SNI, HTTP, metrics: the container ports the chart
 # and `egressd netpol` share. All above 1024: no capability needed.
 EXPOSE 3128/tcp 5353/udp 5353/tcp 8443/tcp 8080/tcp 9090/tcp

@@ -45,7 +45,9 @@ UP=127.0.0.1:5390
 "$work/upstream" -addr "$UP" & pids+=($!)
 prof=()
 [[ -n "$PROFILE" ]] && prof=(-cpuprofile "$PROFILE")
-"$work/egressd" -addr 127.0.0.1:5391 -upstream "$UP" -audit "$work/audit.jsonl" "${prof[@]}" 2>"$work/egressd.log" & pids+=($!)
+# egressd runs with the image's GODEBUG (Dockerfile; TestImageGODEBUG).
+godebug=schedtrace=2147483647
+GODEBUG=$godebug "$work/egressd" -addr 127.0.0.1:5391 -upstream "$UP" -audit "$work/audit.jsonl" "${prof[@]}" 2>"$work/egressd.log" & pids+=($!)
 pid_of[5391]=$!
 dnsmasq_on 5392 5390
 servers=("egressd 5391" "dnsmasq 5392")
@@ -60,7 +62,7 @@ fi
 ttl0=()
 if [[ "$TTL0" == 1 ]]; then
 	"$work/upstream" -addr 127.0.0.1:5394 -ttl 0 & pids+=($!)
-	"$work/egressd" -addr 127.0.0.1:5395 -upstream 127.0.0.1:5394 -audit "$work/audit0.jsonl" 2>"$work/egressd0.log" & pids+=($!)
+	GODEBUG=$godebug "$work/egressd" -addr 127.0.0.1:5395 -upstream 127.0.0.1:5394 -audit "$work/audit0.jsonl" 2>"$work/egressd0.log" & pids+=($!)
 	pid_of[5395]=$!
 	dnsmasq_on 5396 5394
 	ttl0=("egressd 5395" "dnsmasq 5396")

@@ -16,6 +16,7 @@ dnsmasq -k --port 15399 --listen-address 127.0.0.1 --bind-interfaces --no-resolv
   --conf-file=/dev/null >/dev/null 2>&1 &
 dns_pid=$!
 trap 'kill $dns_pid 2>/dev/null || true' EXIT
-export EXTRA_PROXY="egressd | $repo/bin/egressd run --policy $repo/bench/peer/policy.yaml --pods $repo/bench/peer/pods.yaml --upstream-dns 127.0.0.1:15399 --proxy-addr 127.0.0.1:14000 --dns-addr '' --metrics-addr '' --max-conns-per-client 20000 | http://127.0.0.1:14000 | auto"
+# egressd runs with the image's GODEBUG (Dockerfile; TestImageGODEBUG).
+export EXTRA_PROXY="egressd | env GODEBUG=schedtrace=2147483647 $repo/bin/egressd run --policy $repo/bench/peer/policy.yaml --pods $repo/bench/peer/pods.yaml --upstream-dns 127.0.0.1:15399 --proxy-addr 127.0.0.1:14000 --dns-addr '' --metrics-addr '' --max-conns-per-client 20000 | http://127.0.0.1:14000 | auto"
 export ONLY=${ONLY:-direct,squid,smokescreen,egressd}
 bash "$peer/run.sh"
