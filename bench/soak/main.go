@@ -61,6 +61,11 @@ func main() {
 	os.Exit(code)
 }
 
+// imageGODEBUG is the GODEBUG the image runs egressd with (Dockerfile;
+// cmd/egressd's TestImageGODEBUG keeps the two in step): the soak runs
+// what ships.
+const imageGODEBUG = "schedtrace=2147483647"
+
 // kinds of request, as the audit record's kind.
 const (
 	kConnect = "connect"
@@ -138,6 +143,7 @@ func run(bin string, dur time.Duration, rate int, maxGrowth float64, keep bool) 
 		"--proxy-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--upstream-dns", s.dnsUp, "--audit-file", auditFile, "--reload-interval", "250ms",
 		"--drain-timeout", "5s", "--log-level", "info")
+	cmd.Env = append(os.Environ(), "GODEBUG="+imageGODEBUG)
 	cmd.Stdout = io.Discard // the same records go to the audit file
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

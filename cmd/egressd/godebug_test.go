@@ -38,8 +38,9 @@ func TestImageGODEBUG(t *testing.T) {
 		t.Fatalf("Dockerfile: schedtrace=%s is not a positive int32: the runtime would ignore it", ms)
 	}
 	for path, want := range map[string]string{
-		"bench/peer/run.sh": "GODEBUG=" + value,
-		"bench/dns/run.sh":  "godebug=" + value,
+		"bench/peer/run.sh":  "GODEBUG=" + value,
+		"bench/dns/run.sh":   "godebug=" + value,
+		"bench/soak/main.go": `imageGODEBUG = "` + value + `"`,
 	} {
 		b, err := os.ReadFile(filepath.Join(root, path))
 		if err != nil {
