@@ -70,6 +70,8 @@ func TestRejects(t *testing.T) {
 		{"audit file in /", []string{"audit.file.path=/audit.jsonl"}, "path"},
 		{"rotation without a file", []string{"audit.file.maxSizeMiB=100"}, "audit.file.path"},
 		{"backups without a file", []string{"audit.file.maxBackups=3"}, "audit.file.path"},
+		{"extra env without a name", []string{"extraEnv[0].value=x"}, "name"},
+		{"extra env replacing POD_NAMESPACE", []string{"extraEnv[0].name=POD_NAMESPACE", "extraEnv[0].value=x"}, "extraEnv"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,8 +105,9 @@ func TestDeployment(t *testing.T) {
 		noArgs      []string // flags that must not appear
 		ports       []string // container port names
 		drainSecs   int64
-		auditMount  string // the audit file's directory; empty: no volume
-		auditVolume string // the source of the volume mounted there
+		auditMount  string          // the audit file's directory; empty: no volume
+		auditVolume string          // the source of the volume mounted there
+		extraEnv    []corev1.EnvVar // after POD_NAMESPACE
 	}{
 		{
 			name: "defaults", replicas: 2, drainSecs: 30,
@@ -128,6 +131,8 @@ func TestDeployment(t *testing.T) {
 				"--audit-file /var/log/egressd/audit.jsonl", "--audit-file-max-size 256", "--audit-file-max-backups 10"},
 			ports:      []string{"proxy", "dns-udp", "dns-tcp", "sni", "http", "metrics"},
 			auditMount: "/var/log/egressd", auditVolume: "persistentVolumeClaim",
+			// The image's GODEBUG turned off (Dockerfile, README "Decisions").
+			extraEnv: []corev1.EnvVar{{Name: "GODEBUG", Value: ""}},
 		},
 		{
 			name: "audit file on an emptyDir, interim and Events off", sets: []string{"audit.file.path=/audit/records.jsonl",
@@ -178,6 +183,11 @@ func TestDeployment(t *testing.T) {
 			if len(ctr.Env) == 0 || ctr.Env[0].Name != "POD_NAMESPACE" || ctr.Env[0].ValueFrom == nil ||
 				ctr.Env[0].ValueFrom.FieldRef == nil || ctr.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
 				t.Errorf("env = %+v, want POD_NAMESPACE from metadata.namespace", ctr.Env)
+			}
+			if len(ctr.Env) > 0 && !slices.EqualFunc(ctr.Env[1:], c.extraEnv, func(a, b corev1.EnvVar) bool {
+				return a.Name == b.Name && a.Value == b.Value && a.ValueFrom == nil && b.ValueFrom == nil
+			}) {
+				t.Errorf("env after POD_NAMESPACE = %+v, want %+v", ctr.Env[1:], c.extraEnv)
 			}
 			var names []string
 			for _, p := range ctr.Ports {
