@@ -88,6 +88,16 @@ func (c *cache) get(k cacheKey, now time.Time) (*entry, bool) {
 	return e, now.Before(e.expires)
 }
 
+// stale returns k's entry while it may still be served stale at now (RFC
+// 8767), without touching its recency: only after resolution failed.
+func (c *cache) stale(k cacheKey, now time.Time) (*entry, bool) {
+	e, ok := c.lru.Peek(k)
+	if !ok || !now.Before(e.staleUntil) {
+		return nil, false
+	}
+	return e, true
+}
+
 func (c *cache) put(k cacheKey, e *entry) {
 	e.promoted.Store(c.tick.Add(1))
 	c.lru.Add(k, e)

@@ -135,7 +135,7 @@ func (r *Resolver) recentFailure(k cacheKey, start time.Time) (*Result, error, b
 	if !ok {
 		return nil, nil, false
 	}
-	if e, ok := r.cache.lru.Peek(k); ok && now.Before(e.staleUntil) {
+	if e, ok := r.cache.stale(k, now); ok {
 		return &Result{Msg: answerFrom(e, now, true), Stale: true, Upstream: e.upstream, Duration: time.Since(start)}, nil, true
 	}
 	return nil, fmt.Errorf("resolver: query %s %s: %w (a failure of the last %s, not asked again: RFC 9520)",
@@ -165,7 +165,7 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 		}
 		// RFC 8767 §4: answer from an expired entry only once resolution
 		// has failed.
-		if e, ok := r.cache.lru.Peek(k); ok && now.Before(e.staleUntil) {
+		if e, ok := r.cache.stale(k, now); ok {
 			return fetchResult{e: e, stale: true}
 		}
 		return fetchResult{err: err}

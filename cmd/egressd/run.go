@@ -277,23 +277,16 @@ func (g *runGroup) Go(f func() error) {
 	}()
 }
 
-func listen(network, addr string) (net.Listener, error) {
-	ln, err := net.Listen(network, addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, err)
-	}
-	return ln, nil
-}
-
-// listenData is listen for the listeners pods connect to (proxy, SNI,
-// Host, DNS over TCP): their connections get no TCP keep-alive, whose four
-// socket options per accepted connection were a measurable part of a new
-// connection's cost. Nothing is lost: pods reach egressd without a NAT
-// whose mapping would need refreshing, and every one of these connections
-// ends by egressd's own clock when idle (--idle-timeout for tunnels,
-// --header-timeout between requests, the DNS server's read timeout).
-func listenData(network, addr string) (net.Listener, error) {
-	lc := net.ListenConfig{KeepAlive: -1}
+// listen opens a TCP listener. keepAlive is what net.ListenConfig takes:
+// the listeners pods connect to (proxy, SNI, Host, DNS over TCP) pass -1,
+// no TCP keep-alive, whose four socket options per accepted connection
+// were a measurable part of a new connection's cost. Nothing is lost:
+// pods reach egressd without a NAT whose mapping would need refreshing,
+// and every one of those connections ends by egressd's own clock when idle
+// (--idle-timeout for tunnels, --header-timeout between requests, the DNS
+// server's read timeout). The metrics listener keeps Go's default (0).
+func listen(network, addr string, keepAlive time.Duration) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAlive: keepAlive}
 	ln, err := lc.Listen(context.Background(), network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)

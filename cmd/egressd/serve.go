@@ -64,29 +64,32 @@ type listeners struct {
 	sniPort, httpPort         int
 }
 
+// noKeepAlive turns TCP keep-alive off on a listener's connections (listen).
+const noKeepAlive = -1
+
 func (l *listeners) open(o *runOptions) error {
 	var err error
 	if o.proxyAddr != "" {
-		if l.proxy, err = listenData("tcp", o.proxyAddr); err != nil {
+		if l.proxy, err = listen("tcp", o.proxyAddr, noKeepAlive); err != nil {
 			return err
 		}
 	}
 	if o.sniAddr != "" {
 		addr, port, _ := splitListen(o.sniAddr, 443)
 		l.sniPort = port
-		if l.sni, err = listenData("tcp", addr); err != nil {
+		if l.sni, err = listen("tcp", addr, noKeepAlive); err != nil {
 			return err
 		}
 	}
 	if o.httpAddr != "" {
 		addr, port, _ := splitListen(o.httpAddr, 80)
 		l.httpPort = port
-		if l.http, err = listenData("tcp", addr); err != nil {
+		if l.http, err = listen("tcp", addr, noKeepAlive); err != nil {
 			return err
 		}
 	}
 	if o.dnsAddr != "" {
-		if l.dnsTCP, err = listenData("tcp", o.dnsAddr); err != nil {
+		if l.dnsTCP, err = listen("tcp", o.dnsAddr, noKeepAlive); err != nil {
 			return err
 		}
 		// The same port for UDP as TCP got, so that ":0" works in tests.
@@ -96,7 +99,7 @@ func (l *listeners) open(o *runOptions) error {
 		}
 	}
 	if o.metricsAddr != "" {
-		if l.metrics, err = listen("tcp", o.metricsAddr); err != nil {
+		if l.metrics, err = listen("tcp", o.metricsAddr, 0); err != nil {
 			return err
 		}
 	}
