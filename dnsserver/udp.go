@@ -277,16 +277,16 @@ func (q *udpQuery) detach() {
 	q.u.run(w)
 }
 
-// loop reads and answers with w. It returns true when a query detached (w
-// runs on in another goroutine; the caller must not touch it), false when
-// the server stopped.
-func (w *udpWorker) loop() bool {
+// loop reads and answers with w. It returns when a query detached (w runs
+// on in another goroutine; the caller must not touch it) or the server
+// stopped.
+func (w *udpWorker) loop() {
 	for {
 		for w.next < w.nin {
 			m := &w.in[w.next]
 			w.next++
 			if w.serve(m) {
-				return true
+				return
 			}
 		}
 		w.flush()
@@ -302,14 +302,14 @@ func (w *udpWorker) loop() bool {
 		}
 		if err != nil {
 			if w.u.closing.Load() {
-				return false
+				return
 			}
 			var te interface{ Temporary() bool }
 			if errors.As(err, &te) && te.Temporary() {
 				continue
 			}
 			w.u.fail(fmt.Errorf("read: %w", err))
-			return false
+			return
 		}
 	}
 }
