@@ -21,7 +21,7 @@ lint: ## gofmt, go vet, package boundaries
 	go vet ./...
 
 bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS, report over 1,000,000 records
-	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./dnsserver/ ./proxy/ ./audit/ ./gopool/
+	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./dnsserver/ ./proxy/ ./audit/ ./internal/gopool/
 	go test -run '^$$' -bench . -benchmem ./report/
 	bash bench/proxy/run.sh
 	bash bench/dns/run.sh

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
 )
 

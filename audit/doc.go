@@ -1,4 +1,4 @@
-// Package audit owns the audit record (DESIGN.md, "Audit record") and the
+// Package audit owns the audit record (docs/design.md, "Audit record") and the
 // logger that writes it as JSON lines, and the redaction of secrets: no
 // query string, userinfo, Authorization, Proxy-Authorization or cookie ever
 // reaches a record.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
 )
 
 // idsInDir reads every file in dir as JSON lines and counts the ids. A

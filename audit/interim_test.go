@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/testutil"
-	"github.com/egressd/egressd/metrics"
 )
 
 // decodeAll parses every line of an in-process sink.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
 )
 
 func tempFile(t *testing.T, name string) *os.File {

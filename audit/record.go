@@ -38,7 +38,7 @@ const (
 	EventInterim = "interim"
 )
 
-// Outcomes: what happened after the decision (DESIGN.md, "Audit record").
+// Outcomes: what happened after the decision (docs/design.md, "Audit record").
 // They never change verdict or reason.
 const (
 	OutcomeRefused       = "refused"        // the decision denied the request
@@ -92,7 +92,7 @@ type HTTP struct {
 }
 
 // Record is one audit record: one per proxied request, tunnel and DNS query,
-// allowed or denied. Fields follow DESIGN.md, "Audit record". Secrets never
+// allowed or denied. Fields follow docs/design.md, "Audit record". Secrets never
 // go in: callers fill Path, RedirectHost and Error through Redact* helpers.
 type Record struct {
 	Time time.Time `json:"time"`

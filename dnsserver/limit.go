@@ -9,7 +9,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/egressd/egressd/audit"
-	"github.com/egressd/egressd/limit"
+	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/policy"
 )
 
@@ -52,7 +52,7 @@ func (c *limitConn) Close() error {
 }
 
 // The limits a refusal can be over: both are recorded with reason
-// rate-limited (DESIGN.md, "Operations"), the error says which.
+// rate-limited (docs/design.md, "Operations"), the error says which.
 const (
 	overConns = "connections" // a TCP connection over --max-conns-per-client, closed at accept
 	overRate  = "queries"     // a query over --dns-rate, answered REFUSED

@@ -50,7 +50,7 @@ func (s *Server) route(qr *query) route {
 		qr.dec = policy.Denied(policy.ReasonInvalidHost)
 	} else {
 		// Port 0: does any rule of the pod allow the name at all? The port
-		// is checked when the pod connects (DESIGN.md, Resolver).
+		// is checked when the pod connects (docs/design.md, Resolver).
 		qr.dec = snap.Decide(policy.DecideArgs{Client: qr.client, Host: name, Port: 0, Mode: s.cfg.Mode})
 	}
 	if !qr.dec.Allowed() || qr.dec.WouldDeny {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
-	"github.com/egressd/egressd/limit"
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/limit"
+	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/resolver"
 )

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 
-	"github.com/egressd/egressd/gopool"
+	"github.com/egressd/egressd/internal/gopool"
 )
 
 // The UDP server is a fixed set of readers (workers: buffers and a batch),

@@ -1,5 +1,5 @@
 // Package identity maps a connection's source IP to the pod behind it
-// (DESIGN.md, "Identity"): the Pod whose status.podIPs holds the address, in
+// (docs/design.md, "Identity"): the Pod whose status.podIPs holds the address, in
 // Running or Pending phase, not hostNetwork. An address no live pod holds, or
 // one that two live pods claim, gives no identity: the caller denies with
 // reason unknown-client.

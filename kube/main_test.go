@@ -13,8 +13,8 @@ import (
 
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/k8stest"
+	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/kube"
-	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 )
 

@@ -2,7 +2,7 @@ package policy
 
 import "net/netip"
 
-// The address tables of the guard (DESIGN.md "Addresses: the guard"),
+// The address tables of the guard (docs/design.md "Addresses: the guard"),
 // drawn from the IANA IPv4 and IPv6 Special-Purpose Address Registries
 // (RFC 6890 and its updates).
 

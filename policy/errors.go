@@ -8,7 +8,7 @@ var (
 	// wrong apiVersion or kind, or that has unknown or duplicate fields.
 	ErrParse = errors.New("policy: cannot parse")
 	// ErrInvalid marks a document whose content breaks the contract
-	// (DESIGN.md "Policy: EgressPolicy"). Each problem is a *FieldError.
+	// (docs/design.md "Policy: EgressPolicy"). Each problem is a *FieldError.
 	ErrInvalid = errors.New("policy: invalid")
 	// ErrInvalidHost marks a name NormalizeHost refuses.
 	ErrInvalidHost = errors.New("invalid host name")

@@ -8,7 +8,7 @@ import (
 // Class is what the guard makes of an address.
 type Class int
 
-// Address classes (DESIGN.md, "Addresses: the guard").
+// Address classes (docs/design.md, "Addresses: the guard").
 const (
 	ClassPublic  Class = iota // allowed when the name was allowed
 	ClassPrivate              // only inside a rule's cidrs

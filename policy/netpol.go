@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// Defaults shared by `egressd netpol` and the chart (DESIGN.md "NetworkPolicy").
+// Defaults shared by `egressd netpol` and the chart (docs/design.md "NetworkPolicy").
 const (
 	DefaultProxyPort   = 3128
 	DefaultDNSPort     = 5353
@@ -72,7 +72,7 @@ type NetpolOptions struct {
 var ErrNetpolOptions = errors.New("policy: invalid NetworkPolicy options")
 
 // neverPrefixes are the destinations no emitted ipBlock may include: the
-// guard's never class that an address range can express (DESIGN.md
+// guard's never class that an address range can express (docs/design.md
 // "Addresses: the guard"), including metadata addresses embedded in IPv6
 // (NAT64 64:ff9b::/96 of RFC 6052, 6to4 2002::/16 of RFC 3056), which a
 // NAT64 or 6to4 gateway would carry to the IPv4 address. IPv4-mapped
@@ -177,7 +177,7 @@ func overlapsNever(p netip.Prefix) bool {
 }
 
 // NetworkPolicies returns the NetworkPolicies that make egressd the only way
-// out of the namespace (DESIGN.md "NetworkPolicy"), with apiVersion and kind
+// out of the namespace (docs/design.md "NetworkPolicy"), with apiVersion and kind
 // set, in a stable order:
 //
 //   - egressd-workloads: the workload pods may egress only to the egressd pods

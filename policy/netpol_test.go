@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// neverProbes are addresses of DESIGN.md's never class that no emitted
+// neverProbes are addresses of docs/design.md's never class that no emitted
 // ipBlock may include, in plain and embedded forms.
 var neverProbes = []string{
 	"169.254.169.254", "169.254.170.2", "169.254.170.23", "169.254.0.1", "169.254.255.255",

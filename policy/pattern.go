@@ -8,7 +8,7 @@ import (
 	"golang.org/x/net/publicsuffix"
 )
 
-// Pattern is a parsed host pattern of an egress rule (DESIGN.md "Host
+// Pattern is a parsed host pattern of an egress rule (docs/design.md "Host
 // patterns"):
 //
 //	a.example.com        exactly that name

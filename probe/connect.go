@@ -54,7 +54,7 @@ func (r *Runner) connect(ctx context.Context, c Check) Result {
 	return res
 }
 
-// classifyConnect maps the proxy's status to an observation (DESIGN.md,
+// classifyConnect maps the proxy's status to an observation (docs/design.md,
 // "Proxy": denied → 403 with X-Egressd-Reason; upstream failure → 502/504).
 func classifyConnect(res *Result, status int) {
 	switch {

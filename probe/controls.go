@@ -13,14 +13,14 @@ import (
 const DefaultOutside = "egressd-probe.invalid"
 
 // metadataIP is the cloud metadata address every provider but Azure and
-// Alibaba uses; the guard's "never" class (DESIGN.md, "Addresses: the guard").
+// Alibaba uses; the guard's "never" class (docs/design.md, "Addresses: the guard").
 const metadataIP = "169.254.169.254"
 
 // linkLocalIP is a link-local address that is not a metadata endpoint, so
 // that the link-local class is proven on its own.
 const linkLocalIP = "169.254.10.1"
 
-// metadataNames are the metadata host names of DESIGN.md's guard section,
+// metadataNames are the metadata host names of docs/design.md's guard section,
 // denied by name before any lookup.
 var metadataNames = []string{
 	"metadata.google.internal",

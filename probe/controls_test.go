@@ -51,7 +51,7 @@ func TestControls(t *testing.T) {
 		}
 	}
 	if len(metadataNamesSeen) != 5 {
-		t.Errorf("metadata names %v, want the five of DESIGN.md", metadataNamesSeen)
+		t.Errorf("metadata names %v, want the five of docs/design.md", metadataNamesSeen)
 	}
 	if !names[controlPrefix+"metadata-ip"] || !names[controlPrefix+"link-local"] || !names[controlPrefix+"outside"] {
 		t.Errorf("controls %v lack one of metadata-ip, link-local, outside", names)

@@ -46,7 +46,7 @@ func (r *Runner) query(ctx context.Context, c Check) Result {
 	return res
 }
 
-// classifyDNS maps an answer to an observation (DESIGN.md, "Resolver":
+// classifyDNS maps an answer to an observation (docs/design.md, "Resolver":
 // a denied name is NXDOMAIN with EDE 15, Blocked, RFC 8914 §4.16; an
 // unknown client REFUSED with EDE 18, Prohibited).
 func classifyDNS(res *Result, in *dns.Msg) {

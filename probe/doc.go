@@ -1,6 +1,6 @@
 // Package probe owns `egressd probe`: checks run against a running egressd
 // from inside a pod, to prove after a rollout that what should pass passes
-// and what must stay closed stays closed (DESIGN.md, "Reports and
+// and what must stay closed stays closed (docs/design.md, "Reports and
 // verification").
 //
 // A check names a host and port and what egressd should decide (file.go).

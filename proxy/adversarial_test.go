@@ -24,8 +24,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/egressd/egressd/audit"
-	"github.com/egressd/egressd/limit"
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/limit"
+	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/resolver"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/resolver"
 )
@@ -21,7 +21,7 @@ type Lookuper interface {
 }
 
 // Interim is where an exchange that is still open registers for interim
-// audit records (DESIGN.md, "Audit record": event interim every
+// audit records (docs/design.md, "Audit record": event interim every
 // --audit-interim, same id, bytes so far). *audit.Logger implements it.
 // Open is called once per exchange at admission with the record's id and
 // start and a snap func that returns the record as it stands (safe to call

@@ -124,7 +124,7 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 		// (which would pick an interface) and IPv4-mapped as plain IPv4.
 		ap := netip.AddrPortFrom(a.WithZone("").Unmap(), uint16(ex.port))
 		// Audit mode softens a private-address refusal but never the
-		// never class (DESIGN.md, "--mode").
+		// never class (docs/design.md, "--mode").
 		d := p.cfg.Guard.Check(ex.dec, ap)
 		if !d.Allowed() {
 			if refusedDec.Reason == "" || d.Reason.Never() {

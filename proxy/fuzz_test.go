@@ -18,8 +18,8 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/testutil"
-	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 )
 

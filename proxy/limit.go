@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
-	"github.com/egressd/egressd/limit"
+	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/policy"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
 )
 
 // metricChildren holds the label children that every request or tunnel

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
-	"github.com/egressd/egressd/gopool"
-	"github.com/egressd/egressd/limit"
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/gopool"
+	"github.com/egressd/egressd/internal/limit"
+	"github.com/egressd/egressd/internal/metrics"
 )
 
 // dialFunc dials one checked address. It is a field so that tests can prove

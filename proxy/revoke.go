@@ -13,7 +13,7 @@ import (
 	"github.com/egressd/egressd/policy"
 )
 
-// Revocation (DESIGN.md, "Policy"): a change of policy or identity applies
+// Revocation (docs/design.md, "Policy"): a change of policy or identity applies
 // to open connections too. A tunnel opened under a rule that is gone, by a
 // pod that is gone or whose IP now belongs to another pod, or under a
 // phase: init rule of a pod that finished initializing would otherwise keep

@@ -1,5 +1,5 @@
 // Package report reads audit records and answers the auditor's questions
-// about them (DESIGN.md, "Reports and verification": egressd report):
+// about them (docs/design.md, "Reports and verification": egressd report):
 // which workloads reached or tried which hosts and ports, with what
 // verdicts, reasons, rules, peers and TLS results; denials by reason;
 // negative-control hits (metadata, link-local); unknown clients; and the

@@ -6,7 +6,7 @@ import (
 )
 
 // Merger de-duplicates records by id and folds interim records into their
-// end record (DESIGN.md, "Audit record": exactly one end record per
+// end record (docs/design.md, "Audit record": exactly one end record per
 // request; interim records share its id).
 //
 //   - An end record is passed on the first time its id is seen; later ones

@@ -9,7 +9,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
 )
 
 // cacheKey is what an answer depends on (RFC 1034 §3.7): the name in lower

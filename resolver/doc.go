@@ -4,7 +4,7 @@
 // and asks the cluster DNS with its own Client.
 //
 // It imports policy (for metadata names) and metrics; it must not import
-// dnsserver, proxy, kube or cmd (dependencies point inward, DESIGN.md), so
+// dnsserver, proxy, kube or cmd (dependencies point inward, docs/design.md), so
 // that the proxy links the client and the cache, not the DNS server
 // (internal/archtest holds that line). The CLI builds one Resolver and
 // hands it to the proxy and to dnsserver.New, and calls

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/egressd/egressd/gopool"
+	"github.com/egressd/egressd/internal/gopool"
 )
 
 // flightGroup coalesces concurrent identical cache misses into one upstream

@@ -6,7 +6,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
 )
 
 func newTestResolver(t testing.TB, cfg Config) *Resolver {

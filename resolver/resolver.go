@@ -11,7 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
 )
 
 // Config configures a Resolver: its upstream client and its cache.

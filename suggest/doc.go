@@ -1,7 +1,7 @@
 // Package suggest writes EgressPolicy documents that would allow what
 // audit records show egressd allowed in audit mode with would_deny, or
 // denied in enforce mode because no rule named the host or the port
-// (DESIGN.md, "Reports and verification": egressd suggest).
+// (docs/design.md, "Reports and verification": egressd suggest).
 //
 // Records come through package report's reader and merger (plain, gzip,
 // kubectl --prefix, merged by id). Per workload (client.workload, or the

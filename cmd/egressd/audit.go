@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/egressd/egressd/audit"
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
 )
 
 // auditWriters opens the audit sinks: stdout and, if given, the file.

@@ -7,8 +7,8 @@ import (
 	"io"
 
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/policy"
-	"github.com/egressd/egressd/watch"
 )
 
 // checkMain validates and lints policies: exit 1 on an error, 0 with

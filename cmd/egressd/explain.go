@@ -16,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/metrics"
+	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/kube"
-	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/resolver"
-	"github.com/egressd/egressd/watch"
 )
 
 // explainOptions are the flags of `egressd explain`.

@@ -20,9 +20,9 @@ import (
 
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/k8stest"
+	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/policy"
-	"github.com/egressd/egressd/watch"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of testdata/explain")

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/testutil"
-	"github.com/egressd/egressd/metrics"
 )
 
 func wiringState() *state {

@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/policy"
-	"github.com/egressd/egressd/watch"
 )
 
 // parsePolicies parses every file; errors of all files are joined so that

@@ -14,13 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/report"
-	"github.com/egressd/egressd/watch"
 )
 
-// reportMain prints a report of audit records (DESIGN.md, "Reports and
+// reportMain prints a report of audit records (docs/design.md, "Reports and
 // verification"): exit 0, 1 when an input or a policy cannot be read, 2 on
 // bad usage.
 func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, now time.Time) int {

@@ -19,11 +19,11 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/internal/metrics"
+	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/kube"
-	"github.com/egressd/egressd/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy"
-	"github.com/egressd/egressd/watch"
 )
 
 // runOptions are the flags of `egressd run`.

@@ -18,11 +18,11 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
-	"github.com/egressd/egressd/metrics"
+	"github.com/egressd/egressd/internal/metrics"
+	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy"
 	"github.com/egressd/egressd/resolver"
-	"github.com/egressd/egressd/watch"
 )
 
 // runMain is `egressd run`: it returns when ctx ends (SIGTERM) and the drain

@@ -14,7 +14,7 @@ import (
 )
 
 // suggestMain prints EgressPolicy YAML that would allow what the records
-// show (DESIGN.md, "Reports and verification"): exit 0, 1 when an input
+// show (docs/design.md, "Reports and verification"): exit 0, 1 when an input
 // cannot be read, 2 on bad usage.
 func suggestMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("egressd suggest", flag.ContinueOnError)

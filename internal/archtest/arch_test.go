@@ -1,4 +1,4 @@
-// Package archtest holds the dependency rules of DESIGN.md and of each
+// Package archtest holds the dependency rules of docs/design.md and of each
 // package's doc.go in one place: dependencies point inward
 // (cmd → proxy/dnsserver/resolver/kube → policy), policy is pure, proxy
 // links the resolver's client and cache but never the DNS server, probe is a client,
@@ -74,7 +74,7 @@ var rules = []rule{
 	{pkg: "probe", why: "probe is a client of egressd: policy's names and reasons only, never the serving packages, audit, cmd or client-go",
 		onlyModule: []string{"policy"}, mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
 	{pkg: "kube", why: "kube adapts the API to policy and identity and reads audit records for Events; it never reaches the serving packages, cmd, the test CA or the test helpers",
-		mustNot: []string{"proxy", "resolver", "dnsserver", "cmd", "certs", "internal"}},
+		mustNot: []string{"proxy", "resolver", "dnsserver", "cmd", "certs", "internal/testutil", "internal/dnstest", "internal/k8stest"}},
 	{pkg: "identity", why: "identity maps addresses to pods from API types; it must not import client-go, proxy, resolver, kube or cmd",
 		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "cmd", clientGo}},
 	{pkg: "audit", why: "audit writes records; it must not import proxy, resolver, kube or cmd",
@@ -85,13 +85,13 @@ var rules = []rule{
 		mustNot: []string{"proxy", "dnsserver", "kube", "cmd", clientGo}},
 	{pkg: "dnsserver", why: "dnsserver serves names; it must not import proxy, kube, cmd, certs or client-go",
 		mustNot: []string{"proxy", "kube", "cmd", "certs", clientGo}},
-	{pkg: "limit", why: "limit imports only the standard library; callers turn its summaries into records",
+	{pkg: "internal/limit", why: "limit imports only the standard library; callers turn its summaries into records",
 		stdOnly: true},
 	{pkg: "certs", why: "the test CA must not import any other package of this module",
 		onlyModule: []string{}},
-	{pkg: "watch", why: "watch polls files; it imports no other package of this module",
+	{pkg: "internal/watch", why: "watch polls files; it imports no other package of this module",
 		onlyModule: []string{}},
-	{pkg: "gopool", why: "gopool parks goroutines for the serving packages; it imports only the standard library",
+	{pkg: "internal/gopool", why: "gopool parks goroutines for the serving packages; it imports only the standard library",
 		stdOnly: true},
 }
 
@@ -108,8 +108,10 @@ var policyAllowed = []string{"k8s.io/apimachinery", "k8s.io/api", "sigs.k8s.io/y
 	"golang.org/x/net/idna", "golang.org/x/net/publicsuffix"}
 
 // support is the module's code that is not egressd: benchmarks, examples,
-// the test trees and the internal test helpers. Everything else serves.
-var support = []string{"bench", "examples", "test", "internal"}
+// the test trees and the internal test helpers. Everything else serves
+// (internal/ also holds plumbing of the serving code: gopool, limit, watch,
+// metrics).
+var support = []string{"bench", "examples", "test", "internal/archtest", "internal/dnstest", "internal/k8stest", "internal/testutil"}
 
 // check returns every broken rule in pkgs, one line each.
 func check(pkgs []pkg) []string {
@@ -250,7 +252,7 @@ func TestRulesFire(t *testing.T) {
 		direct     bool   // also a direct import
 		wantSubstr string
 	}{
-		{"policy links another package of the module", "policy", m("metrics"), true, "policy depends on " + m("metrics")},
+		{"policy links another package of the module", "policy", m("internal/metrics"), true, "policy depends on " + m("internal/metrics")},
 		{"policy links client-go", "policy", "k8s.io/client-go/kubernetes", false, "policy depends on k8s.io/client-go/kubernetes"},
 		{"policy imports os", "policy", "os", true, "policy imports os:"},
 		{"policy imports the clock", "policy", "time", true, "policy imports time:"},
@@ -270,13 +272,13 @@ func TestRulesFire(t *testing.T) {
 		{"proxy links the DNS server", "proxy", m("dnsserver"), false, "proxy depends on " + m("dnsserver")},
 		{"dnsserver links proxy", "dnsserver", m("proxy"), false, "dnsserver depends on " + m("proxy")},
 		{"a resolver sub-package links proxy", "resolver/server", m("proxy"), false, "resolver/server depends on " + m("proxy")},
-		{"limit imports a library", "limit", "github.com/hashicorp/golang-lru/v2", true, "limit imports github.com/hashicorp/golang-lru/v2"},
+		{"limit imports a library", "internal/limit", "github.com/hashicorp/golang-lru/v2", true, "limit imports github.com/hashicorp/golang-lru/v2"},
 		{"certs links policy", "certs", m("policy"), false, "certs depends on " + m("policy")},
-		{"watch links metrics", "watch", m("metrics"), false, "watch depends on " + m("metrics")},
-		{"metrics links cmd", "metrics", m("cmd/egressd"), false, "nothing imports cmd"},
+		{"watch links metrics", "internal/watch", m("internal/metrics"), false, "watch depends on " + m("internal/metrics")},
+		{"metrics links cmd", "internal/metrics", m("cmd/egressd"), false, "nothing imports cmd"},
 		{"a test tree is imported", "probe", m("test/chart"), false, "the test trees are not imported"},
 		{"serving code links testutil", "identity", m("internal/testutil"), false, "testutil is for tests and bench/ only"},
-		{"serving code links certs", "metrics", m("certs"), false, "the test CA stays out of the serving code"},
+		{"serving code links certs", "internal/metrics", m("certs"), false, "the test CA stays out of the serving code"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -304,8 +306,8 @@ func TestRulesFire(t *testing.T) {
 		})
 	}
 	t.Run("a rule for a missing package", func(t *testing.T) {
-		pkgs := slices.DeleteFunc(slices.Clone(real), func(p pkg) bool { return p.ImportPath == module+"/watch" })
-		if got := check(pkgs); !slices.ContainsFunc(got, func(line string) bool { return strings.Contains(line, "no package watch") }) {
+		pkgs := slices.DeleteFunc(slices.Clone(real), func(p pkg) bool { return p.ImportPath == module+"/internal/watch" })
+		if got := check(pkgs); !slices.ContainsFunc(got, func(line string) bool { return strings.Contains(line, "no package internal/watch") }) {
 			t.Errorf("a rule for a package that is gone passes in silence: %q", got)
 		}
 	})

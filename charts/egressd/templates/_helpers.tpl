@@ -14,7 +14,7 @@ egressd.fullname names the Service and the other objects of the release:
 
 {{/*
 egressd.selectorLabels: app.kubernetes.io/name is always "egressd", the label
-`egressd netpol` and the NetworkPolicies select on (DESIGN.md, "NetworkPolicy").
+`egressd netpol` and the NetworkPolicies select on (docs/design.md, "NetworkPolicy").
 */}}
 {{- define "egressd.selectorLabels" -}}
 app.kubernetes.io/name: egressd
