@@ -81,17 +81,28 @@ func (d Decision) Allowed() bool { return d.Verdict == Allow }
 // at the first refusal, so a would_deny record names that one (the reason
 // the same request gets in enforce mode).
 func (d Decision) Deny(r Reason) Decision {
+	n := d
+	n.Verdict, n.Reason, n.WouldDeny = Deny, r, false
+	if d.Mode == ModeAudit && !r.Never() {
+		n.Verdict, n.WouldDeny = Allow, true
+	}
+	return d.Then(n)
+}
+
+// Then returns the decision in force when d is and a later step of the
+// same request (the guard, the TLS or Host check, a revocation's new
+// decision) decided next. It is the one place of the rule "keep the first
+// reason enforce would give": a denial stays (enforce stopped there); a
+// decision audit mode softened stays unless next is a denial (enforce
+// would have stopped at d's reason first); otherwise next replaces d.
+func (d Decision) Then(next Decision) Decision {
 	switch {
 	case d.Verdict == Deny:
 		return d
-	case d.WouldDeny && !r.Never():
+	case d.WouldDeny && next.Allowed():
 		return d
 	}
-	d.Verdict, d.Reason, d.WouldDeny = Deny, r, false
-	if d.Mode == ModeAudit && !r.Never() {
-		d.Verdict, d.WouldDeny = Allow, true
-	}
-	return d
+	return next
 }
 
 // Because returns d, still allowed, with another reason: the resolver's

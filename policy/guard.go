@@ -128,31 +128,38 @@ func (g *Guard) Check(d Decision, ap netip.AddrPort) Decision {
 // would_deny). With no addrs it returns d and none: the request failed to
 // resolve, an outcome of the caller's, not a decision.
 func (g *Guard) CheckAll(d Decision, addrs []netip.Addr, port uint16) (Decision, []netip.AddrPort) {
+	if len(addrs) == 0 {
+		return d, nil
+	}
 	permitted := make([]netip.AddrPort, 0, len(addrs))
-	var refused, soft Decision
+	var refused Decision
+	kept := d
 	for _, a := range addrs {
 		ap := netip.AddrPortFrom(plain(a), port)
 		c := g.Check(d, ap)
 		if !c.Allowed() {
-			if refused.Reason == "" || c.Reason.Never() && !refused.Reason.Never() {
-				refused = c
-			}
+			refused = FirstRefusal(refused, c)
 			continue
 		}
-		if c.WouldDeny && soft.Reason == "" {
-			soft = c
-		}
+		kept = kept.Then(c)
 		permitted = append(permitted, ap)
 	}
-	switch {
-	case len(addrs) == 0:
-		return d, nil
-	case len(permitted) == 0:
+	if len(permitted) == 0 {
 		return refused, nil
-	case soft.Reason != "" && !d.WouldDeny:
-		return soft, permitted
 	}
-	return d, permitted
+	return kept, permitted
+}
+
+// FirstRefusal returns the refusal a request refused for several addresses
+// at once records, when refused is the one so far (the zero Decision when
+// none) and next another: the first, unless next is of the never class and
+// refused is not (the one no mode softens wins). The guard (CheckAll) and
+// the DNS server's answer filter share it.
+func FirstRefusal(refused, next Decision) Decision {
+	if refused.Reason == "" || next.Reason.Never() && !refused.Reason.Never() {
+		return next
+	}
+	return refused
 }
 
 // AddrCheck is the guard's answer for one candidate address, for `egressd

@@ -1,24 +1,22 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
-	"github.com/egressd/egressd/resolver"
 )
 
-// Lookuper resolves a destination name for the dialer. *resolver.Resolver
-// implements it; tests use a static map.
-type Lookuper interface {
-	LookupIP(ctx context.Context, host string) (resolver.Answer, error)
-}
+// Lookuper resolves a destination name for the dialer: the admission
+// pipeline's (admit.Lookuper). *resolver.Resolver implements it; tests use
+// a static map.
+type Lookuper = admit.Lookuper
 
 // Interim is where an exchange that is still open registers for interim
 // audit records (docs/design.md, "Audit record": event interim every

@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
-	"github.com/egressd/egressd/resolver"
 )
 
 // refusal is why a request gets no connection: a denial (403, 400, 503)
@@ -36,6 +36,12 @@ func deny(status int, d policy.Decision, err error) *refusal {
 // exchange's outcome (the decision stays as it is) and returns its refusal.
 func (ex *exchange) upstreamFailure(status int, outcome string, err error) *refusal {
 	ex.outcome = outcome
+	return failure(status, outcome, err)
+}
+
+// failure is the refusal of an upstream failure: X-Egressd-Reason names
+// the outcome.
+func failure(status int, outcome string, err error) *refusal {
 	return &refusal{status: status, reason: outcome, err: err}
 }
 
@@ -51,109 +57,90 @@ func (r *refusal) Unwrap() error { return r.err }
 // maxHostLen bounds a host as it is recorded when it failed normalization.
 const maxHostLen = 253
 
-// admit identifies the client, normalizes the host and decides. On refusal
-// ex.dec holds the denial. Order matters: an unknown client is refused
-// before its host is even looked at, in every mode; while records cannot be
-// written (Config.AuditAvailable) nothing is served.
+// admit is the admission step of every listener: identify, then the
+// pipeline's Admit (audit availability, NormalizeHost, the port, Decide;
+// admit.Pipeline.Admit has the order). The exchange keeps the host and the
+// decision; a denial comes back as its refusal.
 func (p *Proxy) admit(ex *exchange, rawHost string, port int) *refusal {
 	ex.port = port
-	host, herr := policy.NormalizeHost(rawHost)
-	if herr != nil {
-		ex.host = truncate(rawHost, maxHostLen)
-	} else {
-		ex.host = host
+	a := p.adm.Admit(admit.Request{Client: p.identify(ex), Host: rawHost, Port: port})
+	ex.host = a.Host
+	d := ex.decide(a.Decision)
+	if d.Allowed() {
+		return nil
 	}
-	c := p.identify(ex)
-	if c == nil {
-		ex.dec = policy.Denied(policy.ReasonUnknownClient)
-		return deny(http.StatusForbidden, ex.dec, nil)
-	}
-	if p.cfg.AuditAvailable != nil && !p.cfg.AuditAvailable() {
-		ex.dec = policy.Denied(policy.ReasonAuditUnavailable)
-		return deny(http.StatusServiceUnavailable, ex.dec, errAuditUnavailable)
-	}
-	if herr != nil || host == "" {
-		ex.dec = policy.Denied(policy.ReasonInvalidHost)
-		return deny(http.StatusBadRequest, ex.dec, herr)
-	}
-	if port < 1 || port > 65535 {
-		ex.dec = policy.Denied(policy.ReasonBadRequest)
-		return deny(http.StatusBadRequest, ex.dec, fmt.Errorf("port %d out of range", port))
-	}
-	// Decide refuses metadata names first, whatever a rule says and in
-	// every mode, so they are refused here before any lookup.
-	ex.dec = p.cfg.Policy().Decide(policy.DecideArgs{Client: c, Host: host, Port: port, Mode: p.cfg.Mode})
-	if !ex.dec.Allowed() {
-		return deny(http.StatusForbidden, ex.dec, nil)
-	}
-	return nil
+	return deny(refusalStatus(d.Reason), d, a.Err)
 }
 
-// dialGuarded resolves the admitted host (an IP literal is not looked up),
-// puts every candidate address through the guard and dials exactly the
-// addresses it permitted, in order, until one connects. There is no second
-// resolution between check and dial, so DNS rebinding cannot slip an
-// address past the guard.
-func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refusal) {
-	var addrs []netip.Addr
-	if ip, err := netip.ParseAddr(ex.host); err == nil {
-		addrs = []netip.Addr{ip}
-	} else {
-		ans, err := p.cfg.Resolver.LookupIP(ctx, ex.host)
-		ex.setDNS(ans)
-		if errors.Is(err, resolver.ErrMetadataName) {
-			// The CNAME chain leads to a metadata name: a denial in every
-			// mode, never a resolve failure.
-			ex.dec = policy.Denied(policy.ReasonMetadata)
-			return nil, deny(http.StatusForbidden, ex.dec, fmt.Errorf("%w: %q: %w", ErrDenied, ex.host, err))
-		}
-		if err != nil || len(ans.Addrs) == 0 {
-			if err == nil {
-				err = errors.New("no addresses")
-			}
-			return nil, ex.upstreamFailure(http.StatusBadGateway, audit.OutcomeResolveFailed, fmt.Errorf("%w: %q: %w", ErrResolve, ex.host, err))
-		}
-		addrs = ans.Addrs
+// refusalStatus is the HTTP status of a denial: 503 while records cannot
+// be written, 400 for a request that names no valid destination, 403 for
+// a policy or guard denial (never 407: see writeRefusal).
+func refusalStatus(r policy.Reason) int {
+	switch r {
+	case policy.ReasonAuditUnavailable:
+		return http.StatusServiceUnavailable
+	case policy.ReasonInvalidHost, policy.ReasonBadRequest:
+		return http.StatusBadRequest
 	}
+	return http.StatusForbidden
+}
 
-	permitted := make([]netip.AddrPort, 0, len(addrs))
-	var refusedDec, softDec policy.Decision
-	softened := false
-	for _, a := range addrs {
-		// Dial the address the guard classifies: without an IPv6 zone
-		// (which would pick an interface) and IPv4-mapped as plain IPv4.
-		ap := netip.AddrPortFrom(a.WithZone("").Unmap(), uint16(ex.port))
-		// Audit mode softens a private-address refusal but never the
-		// never class (docs/design.md, "--mode").
-		d := p.cfg.Guard.Check(ex.dec, ap)
-		if !d.Allowed() {
-			if refusedDec.Reason == "" || d.Reason.Never() {
-				refusedDec = d
-			}
-			continue
-		}
-		if d.WouldDeny && !softened { // keep the first reason enforce would give
-			softDec, softened = d, true
-		}
-		permitted = append(permitted, ap)
-	}
-	if len(permitted) == 0 {
-		ex.dec = refusedDec
-		return nil, deny(http.StatusForbidden, refusedDec, fmt.Errorf("%w: every address of %q refused by the guard", ErrDenied, ex.host))
-	}
-	if softened && !ex.dec.WouldDeny {
-		ex.dec = softDec
-	}
+// hop is what the route and dial steps of one request leave for its
+// exchange: the route (decision, lookup, addresses), the dialled peer and,
+// when nothing connected, the outcome and the refusal. A value, so that a
+// dial that outlives its request (forward.go) touches no exchange.
+type hop struct {
+	route   admit.Route
+	peer    netip.AddrPort
+	outcome string
+	rf      *refusal
+}
 
+// connect runs the pipeline's Route for a request admitted with d (the
+// lookup, once, and policy.Guard.CheckAll over every address) and dials
+// exactly the addresses it permitted, in order, until one connects.
+func (p *Proxy) connect(ctx context.Context, d policy.Decision, host string, port int) (net.Conn, hop) {
+	h := hop{route: p.adm.Route(ctx, d, host, port)}
+	r := &h.route
+	switch {
+	case !r.Decision.Allowed():
+		why := r.Err // a CNAME to a metadata name
+		if why == nil {
+			why = admit.ErrRefused
+		}
+		h.rf = deny(http.StatusForbidden, r.Decision, fmt.Errorf("%w: %q: %w", ErrDenied, host, why))
+		return nil, h
+	case r.Err != nil:
+		h.outcome = audit.OutcomeResolveFailed
+		h.rf = failure(http.StatusBadGateway, h.outcome, fmt.Errorf("%w: %q: %w", ErrResolve, host, r.Err))
+		return nil, h
+	}
+	c, peer, timedOut, err := p.dialAddrs(ctx, r.Addrs)
+	switch {
+	case err == nil:
+		h.peer = peer
+		return c, h
+	case timedOut:
+		h.outcome = audit.OutcomeDialTimeout
+		h.rf = failure(http.StatusGatewayTimeout, h.outcome, err)
+	default:
+		h.outcome = audit.OutcomeDialFailed
+		h.rf = failure(http.StatusBadGateway, h.outcome, err)
+	}
+	return nil, h
+}
+
+// dialAddrs is the dial step: exactly the addresses the guard permitted,
+// in order, falling through on failure; no second resolution. timedOut
+// says whether a connect timed out (504 rather than 502).
+func (p *Proxy) dialAddrs(ctx context.Context, addrs []netip.AddrPort) (c net.Conn, peer netip.AddrPort, timedOut bool, err error) {
 	var errs []error
-	timedOut := false
-	for _, ap := range permitted {
+	for _, ap := range addrs {
 		start := time.Now()
 		c, err := p.dial(ctx, ap)
 		if err == nil {
 			p.mc.dialOK.Observe(time.Since(start).Seconds())
-			ex.rec.Peer = ap.String()
-			return c, nil
+			return c, ap, false, nil
 		}
 		p.mc.dialErr.Observe(time.Since(start).Seconds())
 		var ne net.Error
@@ -165,10 +152,17 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 			break
 		}
 	}
-	if timedOut {
-		return nil, ex.upstreamFailure(http.StatusGatewayTimeout, audit.OutcomeDialTimeout, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...)))
-	}
-	return nil, ex.upstreamFailure(http.StatusBadGateway, audit.OutcomeDialFailed, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...)))
+	return nil, netip.AddrPort{}, timedOut, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...))
+}
+
+// dialGuarded is connect for the exchange's own goroutine (CONNECT, SNI):
+// what the hop found goes straight into the exchange.
+func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refusal) {
+	c, h := p.connect(ctx, ex.decision(), ex.host, ex.port)
+	ex.mu.Lock()
+	ex.applyLocked(&h)
+	ex.mu.Unlock()
+	return c, h.rf
 }
 
 // writeRefusal answers a refused request: the status, X-Egressd-Reason and a

@@ -24,10 +24,6 @@ var (
 	ErrUpstream = errors.New("proxy: upstream failed")
 )
 
-// errAuditUnavailable is the error of a request refused while records
-// cannot be written.
-var errAuditUnavailable = errors.New("proxy: audit records cannot be written")
-
 // Errors of the parsers of a tunnel's first bytes (TLS hello, HTTP head).
 var (
 	errNeedMore  = errors.New("proxy: incomplete TLS hello")

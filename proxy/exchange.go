@@ -26,7 +26,10 @@ type exchange struct {
 	client *policy.Client
 	// identified is set once identify has looked src up.
 	identified bool
-	dec        policy.Decision
+	// dec is the request's one decision, under mu: the zero Decision until
+	// admission, then replaced only through decide (policy.Decision.Then).
+	// Tunnels, revocation and forwarded requests all hold this one.
+	dec policy.Decision
 	// outcome is what happened after the decision (audit.Outcome*); empty
 	// means refused for a denial and ok otherwise (see outcomeOf).
 	outcome string
@@ -60,7 +63,7 @@ func (p *Proxy) newExchange(kind string, remote net.Addr) *exchange {
 }
 
 func (p *Proxy) newExchangeFrom(kind string, src netip.Addr) *exchange {
-	ex := &exchange{p: p, start: time.Now(), dec: policy.Denied(policy.ReasonBadRequest), src: src}
+	ex := &exchange{p: p, start: time.Now(), src: src}
 	ex.rec.ID = audit.NewID()
 	ex.rec.Start = ex.start
 	ex.rec.Kind = kind
@@ -97,6 +100,55 @@ func addrOf(a net.Addr) netip.Addr {
 		return netip.Addr{}
 	}
 	return ap.Addr().Unmap()
+}
+
+// noDecision is the decision of an exchange that ended before any step
+// decided: its request never named a destination.
+var noDecision = policy.Denied(policy.ReasonBadRequest)
+
+// decision is the decision in force.
+func (ex *exchange) decision() policy.Decision {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.decisionLocked()
+}
+
+func (ex *exchange) decisionLocked() policy.Decision {
+	if ex.dec.Verdict == "" {
+		return noDecision
+	}
+	return ex.dec
+}
+
+// decide folds the decision of a later step (admission, guard, TLS or Host
+// check, a refusal, revocation) into the one in force and returns the
+// result: policy.Decision.Then, the one place of "keep the first reason
+// enforce would give".
+func (ex *exchange) decide(next policy.Decision) policy.Decision {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.decideLocked(next)
+}
+
+func (ex *exchange) decideLocked(next policy.Decision) policy.Decision {
+	ex.dec = ex.dec.Then(next)
+	return ex.dec
+}
+
+// applyLocked puts what a hop found into the exchange: its decision, the
+// lookup's answer, the dialled peer and the outcome of a failure. ex.mu is
+// held.
+func (ex *exchange) applyLocked(h *hop) {
+	ex.decideLocked(h.route.Decision)
+	if h.route.Looked {
+		ex.setDNS(h.route.Answer)
+	}
+	if h.peer.IsValid() {
+		ex.rec.Peer = h.peer.String()
+	}
+	if h.outcome != "" {
+		ex.outcome = h.outcome
+	}
 }
 
 // who names the client in a refusal body.
@@ -142,7 +194,7 @@ func (ex *exchange) setError(err string) {
 func (ex *exchange) snapshot() audit.Record {
 	ex.mu.Lock()
 	r := ex.rec
-	dec := ex.dec
+	dec := ex.decisionLocked()
 	if r.HTTP != nil {
 		h := *r.HTTP
 		r.HTTP = &h
@@ -184,14 +236,15 @@ func (ex *exchange) finish(err error) {
 	}
 	ex.mu.Lock() // after a late dial's copy, if any; none comes after
 	ex.done = true
+	dec := ex.decisionLocked()
 	ex.mu.Unlock()
 	r := &ex.rec
 	if !ex.identified {
 		ex.p.identify(ex)
 	}
 	r.Host, r.Port = ex.host, ex.port
-	r.SetDecision(ex.dec)
-	r.Outcome = ex.outcomeOf(err)
+	r.SetDecision(dec)
+	r.Outcome = ex.outcomeOf(dec, err)
 	if err != nil && r.Error == "" {
 		r.Error = audit.RedactText(err.Error())
 	}
@@ -212,11 +265,11 @@ func (ex *exchange) finish(err error) {
 // for another denial (an audit-mode allow with would_deny was not
 // refused), else what the exchange set, else what its error says (idle
 // timeout, drain cut), else ok.
-func (ex *exchange) outcomeOf(err error) string {
+func (ex *exchange) outcomeOf(dec policy.Decision, err error) string {
 	switch {
 	case ex.outcome == audit.OutcomeRevoked:
 		return ex.outcome
-	case !ex.dec.Allowed():
+	case !dec.Allowed():
 		return audit.OutcomeRefused
 	case ex.outcome != "":
 		return ex.outcome

@@ -74,12 +74,12 @@ func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net
 		ex.mu.Unlock()
 		return nil, fmt.Errorf("proxy: dial %s: request ended: %w", addr, context.Canceled)
 	}
-	d := &exchange{p: p, src: ex.src, client: ex.client, identified: true, dec: ex.dec, host: ex.host, port: ex.port}
+	dec, host, port := ex.decisionLocked(), ex.host, ex.port
 	ex.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(live, cancel)()
-	c, rf := p.dialGuarded(ctx, d)
+	c, h := p.connect(ctx, dec, host, port)
 
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
@@ -89,14 +89,8 @@ func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net
 		}
 		return nil, fmt.Errorf("proxy: dial %s: request ended: %w", addr, context.Canceled)
 	}
-	ex.dec = d.dec
-	ex.outcome = d.outcome
-	if d.rec.DNS != nil {
-		ex.rec.DNS = d.rec.DNS
-	}
-	if d.rec.Peer != "" {
-		ex.rec.Peer = d.rec.Peer
-	}
+	ex.applyLocked(&h)
+	rf := h.rf
 	if rf != nil {
 		return nil, rf
 	}
@@ -348,9 +342,9 @@ func hostHeader(host string, port int) string {
 // refuseBadRequest answers 400 bad-request.
 func (p *Proxy) refuseBadRequest(w http.ResponseWriter, ex *exchange, err error) {
 	p.identify(ex)
-	ex.dec = policy.Denied(policy.ReasonBadRequest)
+	d := ex.decide(policy.Denied(policy.ReasonBadRequest))
 	ex.setError(err.Error())
-	writeRefusal(w, ex, deny(http.StatusBadRequest, ex.dec, err))
+	writeRefusal(w, ex, deny(http.StatusBadRequest, d, err))
 }
 
 // requestHost splits an authority into host and port (def when absent).

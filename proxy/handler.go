@@ -34,8 +34,7 @@ func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijac
 	if err != nil {
 		ex.host, ex.port = truncate(host, maxHostLen), port
 		p.identify(ex)
-		ex.dec = policy.Denied(policy.ReasonBadRequest)
-		return refuse(deny(http.StatusBadRequest, ex.dec, err))
+		return refuse(deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err))
 	}
 	if rf := p.admit(ex, host, port); rf != nil {
 		return refuse(rf)
@@ -44,15 +43,15 @@ func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijac
 		// The decision above named the host the URI names (a metadata
 		// address is refused as metadata); allowed or not, an absolute
 		// URI is no CONNECT target (RFC 9112 §3.2.3).
-		ex.dec = policy.Denied(policy.ReasonBadRequest)
-		return refuse(deny(http.StatusBadRequest, ex.dec, errors.New("CONNECT target is an absolute URI, want host:port")))
+		d := ex.decide(policy.Denied(policy.ReasonBadRequest))
+		return refuse(deny(http.StatusBadRequest, d, errors.New("CONNECT target is an absolute URI, want host:port")))
 	}
 	// The dial ends at the drain deadline; each address is bounded by
 	// DialTimeout. No context of its own: a client that leaves meanwhile
 	// is seen when the 200 is written.
 	up, rf := p.dialGuarded(p.cutCtx, ex)
 	if rf != nil {
-		if ex.dec.Allowed() && p.cutCtx.Err() != nil {
+		if ex.decision().Allowed() && p.cutCtx.Err() != nil {
 			ex.outcome = audit.OutcomeDrained // the drain deadline ended the dial
 		}
 		return refuse(rf)
@@ -106,8 +105,7 @@ func (p *Proxy) serveRequest(hc *httpConn, head *requestHead) (keep, readerFree 
 	if err != nil {
 		ex.host = truncate(authorityHost(head.target, false), maxHostLen)
 		p.identify(ex)
-		ex.dec = policy.Denied(policy.ReasonBadRequest)
-		rf := deny(http.StatusBadRequest, ex.dec, err)
+		rf := deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err)
 		_, _ = hc.c.Write(appendRefusal(nil, ex, rf))
 		ex.finish(err)
 		return false, true

@@ -45,7 +45,7 @@ func (p *Proxy) refuseOverLimit(c net.Conn, kind string, answer bool) {
 func (p *Proxy) emitOverLimit(k limit.Key, count int64, first time.Time) {
 	ex := p.newExchangeFrom(k.Kind, k.Src)
 	ex.start, ex.rec.Start = first, first
-	ex.dec = policy.Denied(policy.ReasonRateLimited)
+	ex.decide(policy.Denied(policy.ReasonRateLimited))
 	ex.rec.Count = count
 	if k.Kind != audit.KindSNI {
 		ex.rec.HTTP = &audit.HTTP{Status: http.StatusTooManyRequests}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/gopool"
 	"github.com/egressd/egressd/internal/limit"
@@ -29,6 +30,7 @@ type Proxy struct {
 	m     *metrics.Metrics
 	mc    *metricChildren
 	dial  dialFunc
+	adm   *admit.Pipeline
 	fwd   *forwarder
 	limit *limit.Conns
 
@@ -84,6 +86,12 @@ func New(cfg Config) (*Proxy, error) {
 		conns:     gopool.New(workersIdle, workersIdleFor),
 		relays:    gopool.New(workersIdle, workersIdleFor),
 	}
+	adm, err := admit.New(admit.Config{Policy: cfg.Policy, Identity: cfg.Identity, Resolver: cfg.Resolver,
+		Guard: cfg.Guard, AuditAvailable: cfg.AuditAvailable, Mode: cfg.Mode})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	p.adm = adm
 	p.cutCtx, p.cutHandlers = context.WithCancel(context.Background())
 	// Keep-alive on upstream connections keeps the mapping of a NAT
 	// between egressd and the origin (a cloud NAT gateway drops idle

@@ -36,14 +36,12 @@ import (
 // watchedRequest is a plain HTTP request being forwarded, as revocation
 // sees it.
 type watchedRequest struct {
-	ex     *exchange
-	admit  policy.Decision // ex.dec when forwarding began
+	ex     *exchange // holds the decision, the new one once revoked
 	cancel context.CancelFunc
 	conn   net.Conn // the client's connection; nil outside a server
 
 	mu      sync.Mutex
 	ended   bool
-	dec     *policy.Decision // the new decision when revoked or softened
 	revoked bool
 }
 
@@ -120,24 +118,6 @@ func (p *Proxy) revalidate() (checked, revoked int) {
 	return checked, revoked
 }
 
-// redecide is the admission of a connection from src to host:port, dialled
-// at peer (when valid), made again against snap and today's identities.
-func (p *Proxy) redecide(snap *policy.Snapshot, src netip.Addr, host string, port int, peer netip.AddrPort) policy.Decision {
-	c, ok := p.cfg.Identity.Lookup(src)
-	if !ok {
-		return policy.Denied(policy.ReasonUnknownClient)
-	}
-	d := snap.Decide(policy.DecideArgs{Client: c, Host: host, Port: port, Mode: p.cfg.Mode})
-	if d.Allowed() && peer.IsValid() {
-		// As when it was dialled: a decision already softened keeps the
-		// reason enforce would give first, unless the guard refuses.
-		if g := p.cfg.Guard.Check(d, peer); !g.Allowed() || !d.WouldDeny {
-			d = g
-		}
-	}
-	return d
-}
-
 // recheckTunnel decides an admitted tunnel again; true when it revoked it.
 func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 	t.mu.Lock()
@@ -148,7 +128,7 @@ func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 	peer, check, hello, head := t.peer, t.check, t.hello, t.head
 	t.mu.Unlock()
 	ex := t.ex // src, host and port are fixed once admitted
-	d := p.redecide(snap, ex.src, ex.host, ex.port, peer)
+	d := p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer)
 	switch {
 	case hello != nil:
 		d, _ = checkHello(d, hello, check)
@@ -163,16 +143,15 @@ func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 		t.mu.Unlock()
 		return false
 	}
+	// The exchange holds the decision: in audit mode enforce would cut the
+	// tunnel, it stays open and its record says so (unless it says so
+	// already: policy.Decision.Then keeps the first reason).
+	ex.decide(d)
 	if d.Allowed() {
-		// Audit mode: enforce would cut it; it stays open and its record
-		// says so (unless it says so already).
-		if !t.dec.WouldDeny {
-			t.dec = d
-		}
 		t.mu.Unlock()
 		return false
 	}
-	t.dec, t.revoked = d, true
+	t.revoked = true
 	t.mu.Unlock()
 	t.fail(ErrRevoked)
 	t.abort()
@@ -181,12 +160,12 @@ func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 
 // watchRequest registers a plain HTTP request for revocation while it is
 // forwarded; cancel ends its upstream request, conn is the client's
-// connection (nil when unknown). The returned function unregisters it and,
-// when revocation decided it again, puts the new decision in ex: call it in
-// the handler's goroutine once forwarding returned, before the record is
-// written.
+// connection (nil when unknown). Revocation puts its new decision in ex
+// at once; the returned function unregisters the request and, when it was
+// revoked, sets its outcome: call it in the handler's goroutine once
+// forwarding returned, before the record is written.
 func (p *Proxy) watchRequest(ex *exchange, cancel context.CancelFunc, conn net.Conn) (done func()) {
-	w := &watchedRequest{ex: ex, admit: ex.dec, cancel: cancel, conn: conn}
+	w := &watchedRequest{ex: ex, cancel: cancel, conn: conn}
 	p.mu.Lock()
 	if p.requests == nil {
 		p.requests = map[*watchedRequest]struct{}{}
@@ -202,16 +181,13 @@ func (p *Proxy) watchRequest(ex *exchange, cancel context.CancelFunc, conn net.C
 		p.mu.Unlock()
 		w.mu.Lock()
 		w.ended = true
-		d, revoked := w.dec, w.revoked
+		revoked := w.revoked
 		w.mu.Unlock()
-		switch {
-		case revoked:
-			ex.dec, ex.outcome = *d, audit.OutcomeRevoked
+		if revoked {
+			ex.outcome = audit.OutcomeRevoked
 			ex.mu.Lock()
 			ex.rec.Error = ErrRevoked.Error()
 			ex.mu.Unlock()
-		case d != nil && ex.dec.Allowed() && !ex.dec.WouldDeny:
-			ex.dec = *d
 		}
 	}
 }
@@ -233,7 +209,7 @@ func (p *Proxy) recheckRequest(w *watchedRequest, snap *policy.Snapshot) bool {
 	ex.mu.Lock()
 	peer, _ := netip.ParseAddrPort(ex.rec.Peer) // set by the dial, under mu
 	ex.mu.Unlock()
-	d := p.redecide(snap, ex.src, ex.host, ex.port, peer)
+	d := p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer)
 	if d.Allowed() && !d.WouldDeny {
 		return false
 	}
@@ -242,14 +218,12 @@ func (p *Proxy) recheckRequest(w *watchedRequest, snap *policy.Snapshot) bool {
 		w.mu.Unlock()
 		return false
 	}
+	ex.decide(d)
 	if d.Allowed() {
-		if !w.admit.WouldDeny {
-			w.dec = &d
-		}
 		w.mu.Unlock()
 		return false
 	}
-	w.dec, w.revoked = &d, true
+	w.revoked = true
 	w.mu.Unlock()
 	w.cancel()
 	if w.conn != nil {

@@ -276,7 +276,7 @@ func (p *Proxy) refuseHead(hc *httpConn, he *headError) {
 	p.identify(ex)
 	ex.rec.Error = audit.RedactText(he.Error())
 	if he.status != 0 {
-		rf := &refusal{status: he.status, reason: string(ex.dec.Reason), err: he.err}
+		rf := &refusal{status: he.status, reason: string(ex.decision().Reason), err: he.err}
 		_ = hc.c.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = hc.c.Write(appendRefusal(nil, ex, rf))
 	}

@@ -57,16 +57,20 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 		return
 	}
 	// Refused before any dial: nothing reaches the front.
-	d, herr := checkHello(ex.dec, &ch, "")
-	ex.dec = d
+	d, herr := checkHello(ex.decision(), &ch, "")
+	ex.decide(d)
 	if herr != nil {
 		t.fail(herr)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout*4)
+	// The dial ends at the drain deadline, as a CONNECT's does.
+	ctx, cancel := context.WithTimeout(p.cutCtx, p.cfg.DialTimeout*4)
 	up, rf := p.dialGuarded(ctx, ex)
 	cancel()
 	if rf != nil {
+		if ex.decision().Allowed() && p.cutCtx.Err() != nil {
+			ex.outcome = audit.OutcomeDrained // the drain deadline ended the dial
+		}
 		t.fail(rf)
 		return
 	}
@@ -81,7 +85,7 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 // be named: there is no host to decide on.
 func (p *Proxy) denyNoSNI(ex *exchange, err error) {
 	p.identify(ex)
-	ex.dec = policy.Denied(policy.ReasonNoSNI)
+	ex.decide(policy.Denied(policy.ReasonNoSNI))
 	ex.rec.Error = audit.RedactText(err.Error())
 }
 

@@ -33,10 +33,9 @@ type tunnel struct {
 	closed   bool
 	// Set by start: from then on revocation decides the tunnel again.
 	admitted bool
-	peer     netip.AddrPort  // the dialled address, for the guard
-	check    string          // the CONNECT host; "" on the SNI listener
-	dec      policy.Decision // the decision in force; the record's at the end
-	revoked  bool            // cut by Revalidate; dec is the new decision
+	peer     netip.AddrPort // the dialled address, for the guard
+	check    string         // the CONNECT host; "" on the SNI listener
+	revoked  bool           // cut by Revalidate; the exchange holds its decision
 	// Written under mu by the direction that reads them; read by end, by
 	// Revalidate and by interim snapshots.
 	notTLS bool
@@ -146,7 +145,7 @@ func (t *tunnel) start(pre []byte, hello *clientHello, check string, inline bool
 	}
 	peer, _ := netip.ParseAddrPort(ex.rec.Peer)
 	t.mu.Lock()
-	t.admitted, t.peer, t.check, t.dec = true, peer, check, ex.dec
+	t.admitted, t.peer, t.check = true, peer, check
 	t.mu.Unlock()
 	if t.p.cfg.Interim != nil {
 		t.interimDone = t.p.cfg.Interim.Open(ex.rec.ID, ex.start, t.snapshot)
@@ -199,9 +198,6 @@ func (t *tunnel) end() {
 	if tl := t.tlsLocked(); tl != nil {
 		ex.rec.TLS = tl
 	}
-	if t.admitted {
-		ex.dec = t.dec
-	}
 	switch {
 	case t.revoked:
 		ex.outcome = audit.OutcomeRevoked
@@ -235,9 +231,9 @@ func (t *tunnel) tlsLocked() *audit.TLS {
 // decision in force, what was seen of TLS and the bytes so far.
 func (t *tunnel) snapshot() audit.Record {
 	ex := t.ex
+	dec := ex.decision()
 	t.mu.Lock()
 	r := ex.rec
-	dec := t.dec
 	if tl := t.tlsLocked(); tl != nil {
 		r.TLS = tl
 	}
@@ -297,9 +293,9 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 		case first.head != nil:
 			t.mu.Lock()
 			t.notTLS, t.head = true, first.head
-			d, err := checkPlainHead(t.dec, first.head, check, t.ex.port)
-			t.setDecLocked(d)
 			t.mu.Unlock()
+			d, err := checkPlainHead(t.ex.decision(), first.head, check, t.ex.port)
+			t.ex.decide(d)
 			if err != nil {
 				t.fail(err)
 				t.closeBoth()
@@ -313,9 +309,9 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 	if hello != nil {
 		t.mu.Lock()
 		t.hello = hello
-		d, err := checkHello(t.dec, hello, check)
-		t.setDecLocked(d)
 		t.mu.Unlock()
+		d, err := checkHello(t.ex.decision(), hello, check)
+		t.ex.decide(d)
 		if err != nil {
 			t.fail(err)
 			t.closeBoth()
@@ -355,21 +351,12 @@ func putHelloBuf(b []byte) {
 }
 
 // refuse closes a tunnel whose 200 was already sent: the only way left to
-// refuse it. The record carries the denial.
+// refuse it. The record carries the denial (unless Revalidate revoked the
+// tunnel meanwhile: a denial in force stays, policy.Decision.Then).
 func (t *tunnel) refuse(d policy.Decision, err error) {
-	t.mu.Lock()
-	t.setDecLocked(d)
-	t.mu.Unlock()
+	t.ex.decide(d)
 	t.fail(err)
 	t.closeBoth()
-}
-
-// setDecLocked makes d the decision in force, unless Revalidate revoked
-// the tunnel meanwhile: its decision stays the record's. t.mu is held.
-func (t *tunnel) setDecLocked(d policy.Decision) {
-	if !t.revoked {
-		t.dec = d
-	}
 }
 
 func (t *tunnel) setNotTLS() {

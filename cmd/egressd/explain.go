@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/watch"
@@ -65,7 +66,11 @@ func explainMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "egressd explain: %v\n", err)
 		return 2
 	}
-	r := explain(ctx, o, in)
+	r, err := explain(ctx, o, in)
+	if err != nil {
+		fmt.Fprintf(stderr, "egressd explain: %v\n", err)
+		return 2
+	}
 	if o.output == "json" {
 		err = writeExplainJSON(stdout, r)
 	} else {
@@ -297,16 +302,36 @@ func decisionOf(d policy.Decision) explainDecision {
 	return out
 }
 
-// explain decides the request as run does, in run's order: the client
-// first (unknown-client before the host is looked at), then the host as
-// NormalizeHost gives it (invalid-host), then Decide, then the guard over
-// the addresses to dial.
-func explain(ctx context.Context, o *explainOptions, in *explainInput) *explainReport {
+// explain decides the request with run's own admission pipeline
+// (admit.Pipeline): Identify, Admit (unknown-client before the host is
+// looked at, then NormalizeHost, the port, Decide), then Route (the lookup
+// with --resolve, policy.Guard.CheckAll over the addresses to dial). What
+// explain adds is only what it shows: the policies, the rules, each
+// address's class.
+func explain(ctx context.Context, o *explainOptions, in *explainInput) (*explainReport, error) {
 	r := &explainReport{Kind: o.kind, Host: o.host, Port: o.port, InvalidPolicies: in.invalid}
 	mode := policy.Mode(o.mode)
-	c, why := findClient(o, in.pods)
+	var extra []netip.Prefix
+	for _, c := range o.privateCIDRs {
+		extra = append(extra, netip.MustParsePrefix(c)) // validated
+	}
+	g := policy.NewGuard(policy.GuardConfig{ExtraPrivate: extra})
+	store := identity.NewStore()
+	store.Replace(in.pods)
+	cfg := admit.Config{Policy: func() *policy.Snapshot { return in.snap }, Identity: store, Guard: g, Mode: mode}
+	if o.resolve {
+		cfg.Resolver = explainLookuper{o}
+	}
+	pipe, err := admit.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, why := findClient(o, in.pods, pipe.Identify)
 	r.Identity = identityOf(c, why, o)
+	a := pipe.Admit(admit.Request{Client: c, Host: o.host, Port: o.port, AnyPort: o.kind == "dns"})
 
+	// What is shown besides the decision: the host as NormalizeHost gives
+	// it and the policies (still shown when the host is invalid).
 	host, herr := policy.NormalizeHost(o.host)
 	if herr == nil {
 		if host != o.host {
@@ -314,56 +339,36 @@ func explain(ctx context.Context, o *explainOptions, in *explainInput) *explainR
 		}
 	} else {
 		r.HostError = herr.Error()
+		host = ""
 	}
-	switch {
-	case c == nil:
-		r.Explanation = in.snap.Explain(policy.DecideArgs{Host: host, Port: o.port, Mode: mode})
-	case herr != nil:
-		// run refuses the host before Decide; the policies are still shown.
-		r.Explanation = in.snap.Explain(policy.DecideArgs{Client: c, Port: o.port, Mode: mode})
-		r.Explanation.Decision = policy.Denied(policy.ReasonInvalidHost)
-	default:
-		r.Explanation = in.snap.Explain(policy.DecideArgs{Client: c, Host: host, Port: o.port, Mode: mode})
-	}
-	r.final = r.Explanation.Decision
+	r.Explanation = in.snap.Explain(policy.DecideArgs{Client: c, Host: host, Port: o.port, Mode: mode})
+	r.Explanation.Decision = a.Decision
+	r.final = a.Decision
 	if c != nil && herr == nil {
-		r.guard(ctx, o, host)
+		r.route(ctx, o, pipe, g, host)
 	}
 	r.Decision = decisionOf(r.final)
-	return r
+	return r, nil
 }
 
-// guard applies run's last step: the dialer puts every address through the
-// guard (an IP literal itself, a name's answers) and dials what it permits.
-// A DNS answer is not dialled: its addresses are shown, not judged.
-func (r *explainReport) guard(ctx context.Context, o *explainOptions, host string) {
-	var addrs []netip.Addr
-	literal, err := netip.ParseAddr(host)
-	switch {
-	case err == nil:
-		addrs = []netip.Addr{literal}
-	case o.resolve:
-		ans, err := lookup(ctx, o, host)
-		r.DNS = &explainDNS{CNAMEs: ans.CNAMEs, Answers: []string{}}
-		for _, a := range ans.Addrs {
-			r.DNS.Answers = append(r.DNS.Answers, a.String())
-		}
-		if err != nil {
-			r.DNS.Error = err.Error()
-		}
-		addrs = ans.Addrs
-	default:
+// route applies run's last steps: Route resolves the name (an IP literal
+// is its own address) and puts every address through the guard; run dials
+// what it permits. run routes only an allowed decision: for a denied one
+// the addresses are shown, not judged, and so are a DNS answer's.
+func (r *explainReport) route(ctx context.Context, o *explainOptions, pipe *admit.Pipeline, g *policy.Guard, host string) {
+	if _, err := netip.ParseAddr(host); err != nil && !o.resolve {
 		if o.kind != "dns" && r.final.Allowed() {
 			r.GuardNote = "the guard checks every address the name resolves to before run dials it: --resolve shows them"
 		}
 		return
 	}
-	var extra []netip.Prefix
-	for _, c := range o.privateCIDRs {
-		extra = append(extra, netip.MustParsePrefix(c)) // validated
-	}
-	g := policy.NewGuard(policy.GuardConfig{ExtraPrivate: extra})
-	if o.kind == "dns" {
+	if o.kind == "dns" || !r.final.Allowed() {
+		addrs, ans, looked, err := pipe.Resolve(ctx, host)
+		r.showDNS(ans, looked, err)
+		if o.kind != "dns" {
+			r.Addresses, _ = g.Explain(r.final, addrs, uint16(o.port))
+			return
+		}
 		for _, a := range addrs {
 			class, reason := policy.Classify(a)
 			ac := policy.AddrCheck{Addr: a, Class: class}
@@ -374,14 +379,35 @@ func (r *explainReport) guard(ctx context.Context, o *explainOptions, host strin
 		}
 		return
 	}
-	r.Addresses, r.final = g.Explain(r.final, addrs, uint16(o.port))
-	if len(addrs) == 0 && r.final.Allowed() {
+	rt := pipe.Route(ctx, r.final, host, o.port)
+	r.showDNS(rt.Answer, rt.Looked, rt.Err)
+	r.Addresses, _ = g.Explain(r.final, rt.Candidates, uint16(o.port))
+	r.final = rt.Decision
+	if rt.Err != nil && r.final.Allowed() {
 		r.GuardNote = "no address to dial: run records outcome resolve-failed"
 	}
 }
 
-func lookup(ctx context.Context, o *explainOptions, host string) (resolver.Answer, error) {
-	upstreams := []string(o.upstreamDNS)
+// showDNS shows a lookup's answer (nothing for an IP literal).
+func (r *explainReport) showDNS(ans resolver.Answer, looked bool, err error) {
+	if !looked {
+		return
+	}
+	r.DNS = &explainDNS{CNAMEs: ans.CNAMEs, Answers: []string{}}
+	for _, a := range ans.Addrs {
+		r.DNS.Answers = append(r.DNS.Answers, a.String())
+	}
+	if err != nil {
+		r.DNS.Error = err.Error()
+	}
+}
+
+// explainLookuper is the Lookuper of --resolve: run's resolver, built for
+// the lookup from --upstream-dns or /etc/resolv.conf.
+type explainLookuper struct{ o *explainOptions }
+
+func (l explainLookuper) LookupIP(ctx context.Context, host string) (resolver.Answer, error) {
+	upstreams := []string(l.o.upstreamDNS)
 	if len(upstreams) == 0 {
 		var err error
 		if upstreams, err = resolver.UpstreamsFromResolvConf("/etc/resolv.conf"); err != nil {
@@ -395,15 +421,13 @@ func lookup(ctx context.Context, o *explainOptions, host string) (resolver.Answe
 	return res.LookupIP(ctx, host)
 }
 
-// findClient returns the client run would identify: the identity store
-// built from the pods (live pods only, an IP of two pods is nobody's), or
-// nil and why not.
-func findClient(o *explainOptions, pods []*corev1.Pod) (*policy.Client, string) {
-	store := identity.NewStore()
-	store.Replace(pods)
+// findClient returns the client run would identify (identify is the
+// pipeline's, over the identity store built from the pods: live pods only,
+// an IP of two pods is nobody's), or nil and why not.
+func findClient(o *explainOptions, pods []*corev1.Pod, identify func(netip.Addr) *policy.Client) (*policy.Client, string) {
 	if o.ip != "" {
 		ip := netip.MustParseAddr(o.ip) // validated
-		if c, ok := store.Lookup(ip); ok {
+		if c := identify(ip); c != nil {
 			return c, ""
 		}
 		return nil, whyUnknown(pods, ip.Unmap())
@@ -421,7 +445,7 @@ func findClient(o *explainOptions, pods []*corev1.Pod) (*policy.Client, string) 
 		return nil, fmt.Sprintf("pod %s has no IP (phase %s): its connections cannot come from it yet", o.pod, phaseOf(pods[i]))
 	}
 	for _, ip := range ips {
-		if c, ok := store.Lookup(ip); ok && c.Namespace == ns && c.Pod == name {
+		if c := identify(ip); c != nil && c.Namespace == ns && c.Pod == name {
 			return c, ""
 		}
 	}

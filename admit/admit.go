@@ -1,0 +1,77 @@
+package admit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
+)
+
+// Lookuper resolves a destination name. *resolver.Resolver implements it;
+// tests use a static map.
+type Lookuper interface {
+	LookupIP(ctx context.Context, host string) (resolver.Answer, error)
+}
+
+// Config configures a Pipeline. Policy, Identity and Guard are required.
+type Config struct {
+	// Policy returns the snapshot in force; called once per admission. A
+	// nil snapshot denies everything.
+	Policy func() *policy.Snapshot
+	// Identity maps a source IP to its pod.
+	Identity identity.Source
+	// Resolver looks destination names up. Nil means no lookups: Route
+	// of a name fails with ErrNoResolver (explain without --resolve).
+	Resolver Lookuper
+	// Guard classifies every candidate address.
+	Guard *policy.Guard
+	// AuditAvailable reports whether records can be written now; while it
+	// is false admissions are refused (audit-unavailable). Nil means
+	// always available.
+	AuditAvailable func() bool
+	// Mode is the instance's --mode; zero means enforce.
+	Mode policy.Mode
+}
+
+// Pipeline runs the admission steps. It is immutable and safe for
+// concurrent use.
+type Pipeline struct {
+	cfg Config
+}
+
+// New returns the pipeline of cfg.
+func New(cfg Config) (*Pipeline, error) {
+	var errs []error
+	if cfg.Policy == nil {
+		errs = append(errs, errors.New("Policy is required"))
+	}
+	if cfg.Identity == nil {
+		errs = append(errs, errors.New("Identity is required"))
+	}
+	if cfg.Guard == nil {
+		errs = append(errs, errors.New("Guard is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("admit: config: %w", err)
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = policy.ModeEnforce
+	}
+	return &Pipeline{cfg: cfg}, nil
+}
+
+// Mode is the instance's mode, as configured.
+func (p *Pipeline) Mode() policy.Mode { return p.cfg.Mode }
+
+// Identify is the one source IP → pod step: the client behind src, or nil
+// for an unknown (or ambiguous) source.
+func (p *Pipeline) Identify(src netip.Addr) *policy.Client {
+	if c, ok := p.cfg.Identity.Lookup(src); ok {
+		return c
+	}
+	return nil
+}

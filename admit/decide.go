@@ -1,0 +1,77 @@
+package admit
+
+import (
+	"fmt"
+
+	"github.com/egressd/egressd/policy"
+)
+
+// maxHostLen bounds a host as it is kept when it failed normalization.
+const maxHostLen = 253
+
+// Request is what an entry asks to admit. A struct, so that fields can be
+// added without breaking callers.
+type Request struct {
+	// Client is Identify's answer for the source; nil means unknown.
+	Client *policy.Client
+	// Host is the destination as the client named it (CONNECT target,
+	// URL or Host field, SNI); Admit normalizes it.
+	Host string
+	// Port is the destination port, 1-65535.
+	Port int
+	// AnyPort asks about the name on any port (a DNS question, `explain
+	// --kind dns`): Port must be zero and is not checked.
+	AnyPort bool
+}
+
+// Admission is the answer of the steps before any lookup.
+type Admission struct {
+	// Host is the normalized destination, or the raw one (at most 253
+	// bytes) when it failed normalization: what the record shows.
+	Host string
+	// Decision is the decision; a denial ends the request.
+	Decision policy.Decision
+	// Err says why a denial came before Decide: ErrAuditUnavailable,
+	// NormalizeHost's error (invalid-host) or ErrPort (bad-request); nil
+	// otherwise.
+	Err error
+}
+
+// Admit runs the steps before the lookup, in run's order: an unknown
+// client is refused before its host is even looked at, in every mode;
+// while records cannot be written nothing is served; then the host as
+// NormalizeHost gives it (invalid-host), the port (bad-request) and
+// Snapshot.Decide with the instance's mode (metadata names first, before
+// any lookup).
+func (p *Pipeline) Admit(r Request) Admission {
+	host, herr := policy.NormalizeHost(r.Host)
+	a := Admission{Host: host}
+	if herr != nil {
+		a.Host = truncate(r.Host, maxHostLen)
+	}
+	switch {
+	case r.Client == nil:
+		a.Decision = policy.Denied(policy.ReasonUnknownClient)
+	case p.cfg.AuditAvailable != nil && !p.cfg.AuditAvailable():
+		a.Decision, a.Err = policy.Denied(policy.ReasonAuditUnavailable), ErrAuditUnavailable
+	case herr != nil || host == "":
+		a.Decision, a.Err = policy.Denied(policy.ReasonInvalidHost), herr
+	case !r.AnyPort && (r.Port < 1 || r.Port > 65535), r.AnyPort && r.Port != 0:
+		a.Decision, a.Err = policy.Denied(policy.ReasonBadRequest), fmt.Errorf("%w: %d", ErrPort, r.Port)
+	default:
+		a.Decision = p.decide(p.cfg.Policy(), r.Client, host, r.Port)
+	}
+	return a
+}
+
+// decide is the policy step of Admit and Redecide.
+func (p *Pipeline) decide(snap *policy.Snapshot, c *policy.Client, host string, port int) policy.Decision {
+	return snap.Decide(policy.DecideArgs{Client: c, Host: host, Port: port, Mode: p.cfg.Mode})
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
