@@ -76,23 +76,38 @@ func withoutNever(rrs []dns.RR) []dns.RR {
 // stripNever removes A and AAAA records whose address is in the guard's
 // never class (metadata, link-local, unspecified, multicast): an allowed
 // name must not hand a pod the way to 169.254.169.254. It returns the
-// reason of the last class removed, or "" when nothing was. Private
-// addresses stay: whether a rule's cidrs open them is decided per
+// reason of the first class removed (neverFilter), or "" when nothing was.
+// Private addresses stay: whether a rule's cidrs open them is decided per
 // connection by the guard, and NetworkPolicy keeps pods from dialling them
 // directly.
 func stripNever(rrs []dns.RR) ([]dns.RR, policy.Reason) {
-	var reason policy.Reason
+	var f neverFilter
 	out := rrs[:0:0]
 	for _, rr := range rrs {
-		if a, ok := addrOfRR(rr); ok {
-			if cl, r := policy.Classify(a); cl == policy.ClassNever {
-				reason = r
-				continue
-			}
+		if a, ok := addrOfRR(rr); ok && f.drop(a) {
+			continue
 		}
 		out = append(out, rr)
 	}
-	return out, reason
+	return out, f.reason
+}
+
+// neverFilter is the one never-class answer filter of the DNS server
+// (answers, SVCB hints, the transparent answer): drop reports whether an
+// address is in the guard's never class, and reason is the one a denial
+// of the name records, chosen by the guard's rule (policy.FirstRefusal,
+// as policy.Guard.CheckAll chooses for a connection: the first).
+type neverFilter struct {
+	reason policy.Reason
+}
+
+func (f *neverFilter) drop(a netip.Addr) bool {
+	cl, r := policy.Classify(a)
+	if cl != policy.ClassNever {
+		return false
+	}
+	f.reason = policy.FirstRefusal(policy.Denied(f.reason), policy.Denied(r)).Reason
+	return true
 }
 
 // stripNeverHints removes never-class addresses from the ipv4hint and
@@ -142,6 +157,7 @@ func svcbOf(rr dns.RR) *dns.SVCB {
 }
 
 func hasNeverHint(svcb *dns.SVCB) bool {
+	var f neverFilter
 	for _, kv := range svcb.Value {
 		var hint []net.IP
 		switch h := kv.(type) {
@@ -151,11 +167,7 @@ func hasNeverHint(svcb *dns.SVCB) bool {
 			hint = h.Hint
 		}
 		for _, ip := range hint {
-			a, ok := netip.AddrFromSlice(ip)
-			if !ok {
-				return true // publicIPs drops it
-			}
-			if cl, _ := policy.Classify(a); cl == policy.ClassNever {
+			if f.dropIP(ip) {
 				return true
 			}
 		}
@@ -163,18 +175,24 @@ func hasNeverHint(svcb *dns.SVCB) bool {
 	return false
 }
 
+// dropIP is drop for a record's net.IP; one that is no address is dropped
+// too (the guard's class of an invalid address is never).
+func (f *neverFilter) dropIP(ip net.IP) bool {
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return true
+	}
+	return f.drop(a)
+}
+
 // publicIPs returns ips without the never-class ones, reusing ips.
 func publicIPs(ips []net.IP) []net.IP {
+	var f neverFilter
 	out := ips[:0]
 	for _, ip := range ips {
-		a, ok := netip.AddrFromSlice(ip)
-		if !ok {
-			continue
+		if !f.dropIP(ip) {
+			out = append(out, ip)
 		}
-		if cl, _ := policy.Classify(a); cl == policy.ClassNever {
-			continue
-		}
-		out = append(out, ip)
 	}
 	return out
 }
@@ -182,15 +200,13 @@ func publicIPs(ips []net.IP) []net.IP {
 // allNever returns the never-class reason when every address is in the
 // never class, else "".
 func allNever(addrs []netip.Addr) policy.Reason {
-	var reason policy.Reason
+	var f neverFilter
 	for _, a := range addrs {
-		cl, r := policy.Classify(a)
-		if cl != policy.ClassNever {
+		if !f.drop(a) {
 			return ""
 		}
-		reason = r
 	}
-	return reason
+	return f.reason
 }
 
 func hasAddress(rrs []dns.RR) bool {
