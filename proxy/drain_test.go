@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/egressd/egressd/audit"
 )
@@ -97,5 +99,52 @@ func TestConnectCutWhileDialling(t *testing.T) {
 	b, _ := io.ReadAll(c)
 	if strings.Contains(string(b), " 200 ") {
 		t.Fatalf("client got %q", b)
+	}
+}
+
+// TestSNICutWhileDialling: an SNI connection still dialling at the drain
+// deadline (a blackholed origin: the connect never completes) ends with
+// Shutdown's deadline, as a CONNECT does, not after its own dial timeout;
+// its record (outcome drained, the decision unchanged) is written before
+// Shutdown returns.
+func TestSNICutWhileDialling(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	entered := make(chan struct{})
+	e.p.dial = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+		close(entered)
+		<-ctx.Done() // a blackholed origin: only the context ends the dial
+		return nil, ctx.Err()
+	}
+	ln := listen(t, "127.0.0.1:0")
+	go e.p.ServeSNI(ln, e.tlsPort)
+	c := dialFrom(t, podIP, ln.Addr().String())
+	go func() {
+		// The handshake stops at the ClientHello: nothing answers it.
+		_ = tls.Client(c, &tls.Config{ServerName: "models.test", RootCAs: e.ca.CertPool()}).Handshake()
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.p.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Shutdown = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second): // the dial's own bound is 4×DialTimeout, 40s
+		t.Fatal("Shutdown waits for an SNI dial that the drain deadline does not reach")
+	}
+	select {
+	case l := <-e.sink.lines:
+		var r audit.Record
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind != audit.KindSNI || r.Outcome != audit.OutcomeDrained || r.Verdict != "allow" || r.Reason != "allowed" {
+			t.Fatalf("record %s", l)
+		}
+	default:
+		t.Fatal("Shutdown returned before the SNI connection's record was written")
 	}
 }
