@@ -14,20 +14,8 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/internal/testutil"
 )
-
-// closedPort returns a port on 127.0.0.1 that nothing listens on: a dial
-// to it is refused at once.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
 
 // startBadOrigin serves on 127.0.0.1 what a failing origin does with each
 // connection: "close" closes it before answering a request, "silent"
@@ -73,7 +61,7 @@ func timeoutDial(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
 // X-Egressd-Reason header names it. CONNECT, absolute-form HTTP and the
 // Host listener alike.
 func TestUpstreamFailureOutcomes(t *testing.T) {
-	closed := closedPort(t)
+	closed := testutil.ClosedPort(t)
 	closing := startBadOrigin(t, "close")
 	silent := startBadOrigin(t, "silent")
 	e := newEnv(t, envOpt{extra: rule(closed) + rule(closing) + rule(silent), responseHeaderTimeout: 300 * time.Millisecond})

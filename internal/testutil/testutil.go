@@ -1,12 +1,14 @@
 // Package testutil holds the small pieces that tests and benchmark programs
 // of several packages share: a buffer safe for a logger and a reader at
-// once, a snapshot compiled from inline YAML, and a running pod. It is for
+// once, a snapshot compiled from inline YAML, a running pod and a closed port. It is for
 // tests and bench/ only; no serving code imports it.
 package testutil
 
 import (
 	"bytes"
+	"net"
 	"sync"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,4 +61,17 @@ func (s *SyncBuffer) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.b.Reset()
+}
+
+// ClosedPort returns a TCP port on 127.0.0.1 that nothing listens on (a
+// listener's, closed): a dial to it is refused at once.
+func ClosedPort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
 }
