@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 
@@ -194,12 +193,6 @@ func FuzzClientHello(f *testing.F) {
 		if err == nil && sh.Result == "" {
 			t.Fatal("server hello without result")
 		}
-		// The hand-written reader that cryptobyte replaced reads the same
-		// name and protocols and fails the same way.
-		own, errOwn := parseClientHelloOwn(b)
-		if errClass(err0) != errClass(errOwn) || err0 == nil && (own.SNI != ch.SNI || !slices.Equal(own.ALPN, ch.ALPN)) {
-			t.Fatalf("cryptobyte %+v %v, own %+v %v", ch, err0, own, errOwn)
-		}
 		// A parse must not depend on what follows a complete message.
 		if ch1, err1 := parseClientHello(b); err1 == nil {
 			ch2, err2 := parseClientHello(append(append([]byte(nil), b...), 0xff))
@@ -211,19 +204,13 @@ func FuzzClientHello(f *testing.F) {
 	})
 }
 
-// errClass is the sentinel an error of the hello parsers wraps.
-func errClass(err error) error {
-	for _, s := range []error{errNeedMore, errNotTLS, errMalformed} {
-		if errors.Is(err, s) {
-			return s
-		}
-	}
-	return err
-}
-
-// BenchmarkParseClientHello compares the cryptobyte reader in use with the
-// hand-written one it replaced, on a crypto/tls ClientHello (post-quantum
-// key share, about 1.8 KiB) in one record and in 512-byte fragments:
+// BenchmarkParseClientHello measures the cryptobyte reader on a crypto/tls
+// ClientHello (post-quantum key share, about 1.8 KiB) in one record and in
+// 512-byte fragments. Against the hand-written reader it replaced (retired
+// with its test, issue 16), 5 runs each on a shared 2-core machine, ns/op:
+// own record 2.5-3.3k, cryptobyte record 1.1-3.6k; own fragmented
+// 16.6-18.2k, cryptobyte fragmented 15.0-27.6k: no difference beyond the
+// spread, so one bounds-checking parser of hostile input, crypto/tls's.
 //
 //	go test -run '^$' -bench ParseClientHello -benchmem ./proxy/
 func BenchmarkParseClientHello(b *testing.B) {
@@ -232,19 +219,14 @@ func BenchmarkParseClientHello(b *testing.B) {
 		name string
 		b    []byte
 	}{{"record", hello}, {"fragmented", fragment(hello, 512)}} {
-		for _, impl := range []struct {
-			name  string
-			parse func([]byte) (clientHello, error)
-		}{{"own", parseClientHelloOwn}, {"cryptobyte", parseClientHello}} {
-			b.Run(impl.name+"/"+in.name, func(b *testing.B) {
-				b.SetBytes(int64(len(in.b)))
-				b.ReportAllocs()
-				for b.Loop() {
-					if ch, err := impl.parse(in.b); err != nil || ch.SNI != "models.test" {
-						b.Fatal(ch, err)
-					}
+		b.Run("cryptobyte/"+in.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in.b)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if ch, err := parseClientHello(in.b); err != nil || ch.SNI != "models.test" {
+					b.Fatal(ch, err)
 				}
-			})
-		}
+			}
+		})
 	}
 }

@@ -81,7 +81,7 @@ func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijac
 		// closes both sides and writes the record.
 		t.fail(err)
 		t.pending.Store(1)
-		t.guard(func() {})
+		t.runDirection(func() {})
 		return false, true
 	}
 	// Both directions in new goroutines: this one's stack grew through

@@ -1,0 +1,219 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/egressd/egressd/policy"
+)
+
+// clientSide reads and checks the client's first message, forwards it,
+// then relays client to upstream.
+func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
+	if t.clientFirst(pre, hello, check) {
+		t.pipe(t.upstream, t.client, &t.sent)
+		// A TLS client that ends its side before the server said a word
+		// gave up waiting (TLS clients do not half-close before the
+		// handshake): waiting on for the server would hold the tunnel, its
+		// record and two descriptors until the idle timeout.
+		t.mu.Lock()
+		gaveUp := t.hello != nil && t.server == nil && t.recv.Load() == 0
+		t.mu.Unlock()
+		if gaveUp {
+			t.closeBoth()
+		}
+	}
+}
+
+// clientFirst reads (unless given) and checks the client's first message (a
+// ClientHello: checkHello; a plaintext HTTP head: checkPlainHead; anything
+// else passes as not-tls) and forwards it; false when the direction has
+// ended. The buffer it read into goes back to the pool before the relay
+// starts.
+func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool {
+	up := t.upstream
+	if hello == nil {
+		buf, first, err := t.peekFirst(pre)
+		defer putHelloBuf(buf)
+		switch {
+		case errors.Is(err, errNotTLS):
+			t.setNotTLS() // another protocol (SSH, ...): relayed as is
+		case err != nil && len(buf) == 0 && errors.Is(err, io.EOF):
+			// The client closed without sending anything.
+			closeWrite(up)
+			return false
+		case err != nil && len(buf) == 0:
+			// Idle, cut or reset before a first byte: not a refusal.
+			t.endDirection(up, err)
+			return false
+		case err != nil:
+			if errors.Is(err, errBadHead) {
+				t.setNotTLS()
+			}
+			t.refuse(policy.Denied(policy.ReasonBadRequest), fmt.Errorf("proxy: reading the tunnel's first bytes: %w", err))
+			return false
+		case first.head != nil:
+			t.mu.Lock()
+			t.notTLS, t.head = true, first.head
+			t.mu.Unlock()
+			d, err := checkPlainHead(t.ex.decision(), first.head, check, t.ex.port)
+			t.ex.decide(d)
+			if err != nil {
+				t.fail(err)
+				t.closeBoth()
+				return false
+			}
+		default:
+			hello = first.hello
+		}
+		pre = buf
+	}
+	if hello != nil {
+		t.mu.Lock()
+		t.hello = hello
+		t.mu.Unlock()
+		d, err := checkHello(t.ex.decision(), hello, check)
+		t.ex.decide(d)
+		if err != nil {
+			t.fail(err)
+			t.closeBoth()
+			return false
+		}
+	}
+	if len(pre) > 0 {
+		n, err := up.Write(pre)
+		t.sent.Add(int64(n))
+		if err != nil {
+			t.fail(err)
+			t.closeBoth()
+			return false
+		}
+	}
+	return true
+}
+
+// refuse closes a tunnel whose 200 was already sent: the only way left to
+// refuse it. The record carries the denial (unless Revalidate revoked the
+// tunnel meanwhile: a denial in force stays, policy.Decision.Then).
+func (t *tunnel) refuse(d policy.Decision, err error) {
+	t.ex.decide(d)
+	t.fail(err)
+	t.closeBoth()
+}
+
+func (t *tunnel) setNotTLS() {
+	t.mu.Lock()
+	t.notTLS = true
+	t.mu.Unlock()
+}
+
+// first is what a tunnel's client sent first: a ClientHello, a plaintext
+// HTTP request head, or (neither) another protocol.
+type first struct {
+	hello *clientHello
+	head  *httpHead
+}
+
+// parseFirst reads the start of a tunnel: errNeedMore asks for more bytes,
+// errNotTLS means another protocol, relayed unchecked.
+func (t *tunnel) parseFirst(b []byte) (first, error) {
+	ch, err := parseClientHello(b)
+	if err == nil {
+		return first{hello: &ch}, nil
+	}
+	if !errors.Is(err, errNotTLS) {
+		return first{}, err
+	}
+	h, err := parseHTTPHead(b, t.p.cfg.MaxHeaderBytes)
+	switch {
+	case err == nil:
+		return first{head: &h}, nil
+	case errors.Is(err, errNotHTTP):
+		return first{}, errNotTLS
+	}
+	return first{}, err
+}
+
+// peekFirst reads the client's first message: a ClientHello (at most
+// maxHelloBytes) or a plaintext HTTP request head (at most MaxHeaderBytes).
+// The first byte may take as long as the idle timeout (a client may wait
+// for the server to speak first); the rest must arrive within PeekTimeout.
+func (t *tunnel) peekFirst(pre []byte) ([]byte, first, error) {
+	c := t.client
+	limit := max(maxHelloBytes, t.p.cfg.MaxHeaderBytes)
+	// No deadline reset at the end: the relay sets its own at once, and on
+	// failure the tunnel closes.
+	buf := append(getHelloBuf(), pre...)
+	var peekUntil time.Time
+	idleSet := false
+	for {
+		if len(buf) > 0 {
+			f, err := t.parseFirst(buf)
+			if !errors.Is(err, errNeedMore) {
+				return buf, f, err
+			}
+			if len(buf) >= limit {
+				return buf, f, fmt.Errorf("%w: over %d bytes", errMalformed, limit)
+			}
+			if peekUntil.IsZero() {
+				peekUntil = time.Now().Add(t.p.cfg.PeekTimeout)
+			}
+			if err := c.SetReadDeadline(peekUntil); err != nil {
+				return buf, f, err
+			}
+		} else if !idleSet {
+			if err := c.SetReadDeadline(time.Now().Add(t.p.cfg.IdleTimeout)); err != nil {
+				return buf, first{}, err
+			}
+			idleSet = true
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := c.Read(buf[len(buf):min(cap(buf), limit)])
+		buf = buf[:len(buf)+n]
+		if n > 0 {
+			t.touch()
+		}
+		if err != nil {
+			if len(buf) == 0 && isTimeout(err) {
+				ok, ierr := t.extendIdle(c)
+				if ok {
+					continue
+				}
+				if ierr != nil {
+					err = ierr
+				}
+			}
+			if len(buf) > 0 {
+				if _, perr := t.parseFirst(buf); !errors.Is(perr, errNeedMore) {
+					continue // complete or decisive: let the top of the loop answer
+				}
+			}
+			return buf, first{}, err
+		}
+	}
+}
+
+// helloBufs holds the buffers that a client's first message or the
+// server's first flight is read into: a ClientHello with a post-quantum key share is about
+// 2 KiB, a server's first read a few KiB. They go back before the relay
+// starts, so an idle tunnel holds none.
+var helloBufs = sync.Pool{New: func() any { b := make([]byte, helloBufSize); return &b }}
+
+const helloBufSize = 8 << 10
+
+func getHelloBuf() []byte { return (*helloBufs.Get().(*[]byte))[:0] }
+
+// putHelloBuf returns b to the pool unless it grew past the pooled size (a
+// hostile or odd peer's; the next GC takes it).
+func putHelloBuf(b []byte) {
+	if cap(b) != helloBufSize {
+		return
+	}
+	b = b[:cap(b)]
+	helloBufs.Put(&b)
+}
