@@ -18,13 +18,14 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/limit"
+	"github.com/egressd/egressd/proxy/internal/sniff"
 )
 
 // helloWithSNI returns a real ClientHello (Go's, no SNI) with a
 // server_name extension of raw bytes added.
 func helloWithSNI(t *testing.T, ext []byte) []byte {
 	t.Helper()
-	return withExtension(captureClientHello(t, "", []string{"http/1.1"}), extServerName, ext)
+	return withExtension(captureClientHello(t, "", []string{"http/1.1"}), sniff.ExtServerName, ext)
 }
 
 // TestAdversarialTunnelHello: what the pod sends first in an admitted
@@ -57,7 +58,7 @@ func TestAdversarialTunnelHello(t *testing.T) {
 		{"SNI is an IP literal", helloWithSNI(t, sniExt("127.0.0.1")), 0, false, "sni-mismatch", "", false},
 		{"SNI with an embedded NUL", helloWithSNI(t, sniExt("models.test\x00.evil.test")), 0, false, "sni-mismatch", "", false},
 		{"two host_name entries", helloWithSNI(t, two), 0, false, "bad-request", "", false},
-		{"two server_name extensions", withExtension(captureClientHello(t, "models.test", nil), extServerName, sniExt("evil.test")), 0, false, "bad-request", "", false},
+		{"two server_name extensions", withExtension(captureClientHello(t, "models.test", nil), sniff.ExtServerName, sniExt("evil.test")), 0, false, "bad-request", "", false},
 		{"mismatching hello in 7-byte records, 1-byte segments", fragment(evil, 7), 1, false, "sni-mismatch", "", false},
 		{"matching hello in 7-byte records, 3-byte segments", fragment(captureClientHello(t, "models.test", nil), 7), 3, true, "allowed", "", false},
 		{"hello larger than the peek bound", fragment(padded, 1<<14), 0, false, "bad-request", "", false},

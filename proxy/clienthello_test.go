@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 
 	"github.com/egressd/egressd/certs"
+	"github.com/egressd/egressd/proxy/internal/sniff"
 )
 
 // captureClientHello returns the first flight of a crypto/tls client.
@@ -32,7 +33,7 @@ func captureClientHello(t testing.TB, serverName string, alpn []string) []byte {
 	for {
 		n, err := a.Read(buf)
 		out = append(out, buf[:n]...)
-		if _, perr := parseClientHello(out); !errors.Is(perr, errNeedMore) || err != nil {
+		if _, perr := sniff.ParseClientHello(out); !errors.Is(perr, sniff.ErrNeedMore) || err != nil {
 			return out
 		}
 	}
@@ -41,11 +42,11 @@ func captureClientHello(t testing.TB, serverName string, alpn []string) []byte {
 // fragment re-frames the handshake message of one record into records of
 // at most size bytes (RFC 8446 §5.1 allows that).
 func fragment(rec []byte, size int) []byte {
-	msg := rec[recordHeaderLen:]
+	msg := rec[sniff.RecordHeaderLen:]
 	var out []byte
 	for len(msg) > 0 {
 		n := min(size, len(msg))
-		out = append(out, recordHandshake, 3, 1, 0, 0)
+		out = append(out, sniff.RecordHandshake, 3, 1, 0, 0)
 		binary.BigEndian.PutUint16(out[len(out)-2:], uint16(n))
 		out = append(out, msg[:n]...)
 		msg = msg[n:]
@@ -55,7 +56,7 @@ func fragment(rec []byte, size int) []byte {
 
 // withExtension rebuilds a ClientHello record with one more extension.
 func withExtension(rec []byte, typ uint16, data []byte) []byte {
-	msg := append([]byte(nil), rec[recordHeaderLen+handshakeHeaderLen:]...)
+	msg := append([]byte(nil), rec[sniff.RecordHeaderLen+sniff.HandshakeHeaderLen:]...)
 	r := cryptobyte.String(msg)
 	var skip cryptobyte.String
 	if !r.Skip(34) || !r.ReadUint8LengthPrefixed(&skip) || !r.ReadUint16LengthPrefixed(&skip) || !r.ReadUint8LengthPrefixed(&skip) {
@@ -68,9 +69,9 @@ func withExtension(rec []byte, typ uint16, data []byte) []byte {
 	ext = append(ext, data...)
 	binary.BigEndian.PutUint16(msg[extStart:], uint16(extLen+len(ext)))
 	msg = append(msg, ext...)
-	hs := []byte{typeClientHello, byte(len(msg) >> 16), byte(len(msg) >> 8), byte(len(msg))}
+	hs := []byte{sniff.TypeClientHello, byte(len(msg) >> 16), byte(len(msg) >> 8), byte(len(msg))}
 	hs = append(hs, msg...)
-	out := []byte{recordHandshake, 3, 1, byte(len(hs) >> 8), byte(len(hs))}
+	out := []byte{sniff.RecordHandshake, 3, 1, byte(len(hs) >> 8), byte(len(hs))}
 	return append(out, hs...)
 }
 
@@ -93,22 +94,22 @@ func TestParseClientHello(t *testing.T) {
 	}{
 		{"complete", hello, nil, "models.test", 2},
 		{"fragmented into 7-byte records", fragment(hello, 7), nil, "models.test", 2},
-		{"fragmented, one record short", fragment(hello, 100)[:len(fragment(hello, 100))-1], errNeedMore, "", 0},
+		{"fragmented, one record short", fragment(hello, 100)[:len(fragment(hello, 100))-1], sniff.ErrNeedMore, "", 0},
 		{"trailing bytes after the hello", append(append([]byte(nil), hello...), 23, 3, 3, 0, 1, 0), nil, "models.test", 2},
 		{"no SNI", noSNI, nil, "", 0},
-		{"empty", nil, errNeedMore, "", 0},
-		{"header only", hello[:5], errNeedMore, "", 0},
-		{"truncated", hello[:len(hello)/2], errNeedMore, "", 0},
-		{"plain HTTP", []byte("GET / HTTP/1.1\r\n\r\n"), errNotTLS, "", 0},
-		{"SSH banner", []byte("SSH-2.0-OpenSSH_9.2\r\n"), errNotTLS, "", 0},
-		{"handshake type not ClientHello", []byte{22, 3, 1, 0, 4, 2, 0, 0, 0}, errMalformed, "", 0},
-		{"zero-length record", []byte{22, 3, 1, 0, 0}, errMalformed, "", 0},
-		{"oversized record", []byte{22, 3, 1, 0x50, 0}, errMalformed, "", 0},
-		{"duplicate SNI extension", withExtension(hello, extServerName, sniExt("evil.test")), errMalformed, "", 0},
-		{"alert record first", []byte{21, 3, 3, 0, 2, 2, 40}, errMalformed, "", 0},
+		{"empty", nil, sniff.ErrNeedMore, "", 0},
+		{"header only", hello[:5], sniff.ErrNeedMore, "", 0},
+		{"truncated", hello[:len(hello)/2], sniff.ErrNeedMore, "", 0},
+		{"plain HTTP", []byte("GET / HTTP/1.1\r\n\r\n"), sniff.ErrNotTLS, "", 0},
+		{"SSH banner", []byte("SSH-2.0-OpenSSH_9.2\r\n"), sniff.ErrNotTLS, "", 0},
+		{"handshake type not ClientHello", []byte{22, 3, 1, 0, 4, 2, 0, 0, 0}, sniff.ErrMalformed, "", 0},
+		{"zero-length record", []byte{22, 3, 1, 0, 0}, sniff.ErrMalformed, "", 0},
+		{"oversized record", []byte{22, 3, 1, 0x50, 0}, sniff.ErrMalformed, "", 0},
+		{"duplicate SNI extension", withExtension(hello, sniff.ExtServerName, sniExt("evil.test")), sniff.ErrMalformed, "", 0},
+		{"alert record first", []byte{21, 3, 3, 0, 2, 2, 40}, sniff.ErrMalformed, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ch, err := parseClientHello(tc.in)
+			ch, err := sniff.ParseClientHello(tc.in)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -140,7 +141,7 @@ func captureServerFirst(t *testing.T, version uint16, alpn []string) []byte {
 	for {
 		n, err := br.Read(buf)
 		out = append(out, buf[:n]...)
-		if _, perr := parseServerFirst(out); !errors.Is(perr, errNeedMore) || err != nil {
+		if _, perr := sniff.ParseServerFirst(out); !errors.Is(perr, sniff.ErrNeedMore) || err != nil {
 			return out
 		}
 	}
@@ -151,16 +152,16 @@ func TestParseServerFirst(t *testing.T) {
 		name    string
 		in      []byte
 		wantErr error
-		want    serverHello
+		want    sniff.ServerHello
 	}{
-		{"TLS 1.3", captureServerFirst(t, tls.VersionTLS13, []string{"h2"}), nil, serverHello{Version: "TLS1.3", Result: "established"}},
-		{"TLS 1.2 with ALPN", captureServerFirst(t, tls.VersionTLS12, []string{"h2"}), nil, serverHello{Version: "TLS1.2", ALPN: "h2", Result: "established"}},
-		{"alert", []byte{21, 3, 3, 0, 2, 2, 40}, nil, serverHello{Result: "alert:handshake_failure"}},
-		{"short alert", []byte{21, 3, 3}, errNeedMore, serverHello{}},
-		{"HTTP answer", []byte("HTTP/1.1 400 Bad Request\r\n"), errNotTLS, serverHello{}},
+		{"TLS 1.3", captureServerFirst(t, tls.VersionTLS13, []string{"h2"}), nil, sniff.ServerHello{Version: "TLS1.3", Result: "established"}},
+		{"TLS 1.2 with ALPN", captureServerFirst(t, tls.VersionTLS12, []string{"h2"}), nil, sniff.ServerHello{Version: "TLS1.2", ALPN: "h2", Result: "established"}},
+		{"alert", []byte{21, 3, 3, 0, 2, 2, 40}, nil, sniff.ServerHello{Result: "alert:handshake_failure"}},
+		{"short alert", []byte{21, 3, 3}, sniff.ErrNeedMore, sniff.ServerHello{}},
+		{"HTTP answer", []byte("HTTP/1.1 400 Bad Request\r\n"), sniff.ErrNotTLS, sniff.ServerHello{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sh, err := parseServerFirst(tc.in)
+			sh, err := sniff.ParseServerFirst(tc.in)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
@@ -185,17 +186,17 @@ func FuzzClientHello(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
 	f.Add([]byte{22, 3, 1, 0, 4, 1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ch, err0 := parseClientHello(b)
+		ch, err0 := sniff.ParseClientHello(b)
 		if err0 == nil && len(ch.SNI) > len(b) {
 			t.Fatal("SNI longer than the input")
 		}
-		sh, err := parseServerFirst(b)
+		sh, err := sniff.ParseServerFirst(b)
 		if err == nil && sh.Result == "" {
 			t.Fatal("server hello without result")
 		}
 		// A parse must not depend on what follows a complete message.
-		if ch1, err1 := parseClientHello(b); err1 == nil {
-			ch2, err2 := parseClientHello(append(append([]byte(nil), b...), 0xff))
+		if ch1, err1 := sniff.ParseClientHello(b); err1 == nil {
+			ch2, err2 := sniff.ParseClientHello(append(append([]byte(nil), b...), 0xff))
 			if err2 != nil || ch2.SNI != ch1.SNI {
 				t.Fatalf("appending a byte changed the result: %v", err2)
 			}
@@ -223,7 +224,7 @@ func BenchmarkParseClientHello(b *testing.B) {
 			b.SetBytes(int64(len(in.b)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if ch, err := parseClientHello(in.b); err != nil || ch.SNI != "models.test" {
+				if ch, err := sniff.ParseClientHello(in.b); err != nil || ch.SNI != "models.test" {
 					b.Fatal(ch, err)
 				}
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/proxy/internal/sniff"
 )
 
 // echFront is a TLS server that accepts Encrypted Client Hello: its public
@@ -36,7 +37,7 @@ func echConfig(t *testing.T, publicName string) (config, list []byte, key *ecdh.
 		t.Fatal(err)
 	}
 	var b cryptobyte.Builder
-	b.AddUint16(extECH) // version: the extension's code point
+	b.AddUint16(sniff.ExtECH) // version: the extension's code point
 	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
 		b.AddUint8(7)       // config_id
 		b.AddUint16(0x0020) // kem_id: DHKEM(X25519, HKDF-SHA256)

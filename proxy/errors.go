@@ -23,14 +23,3 @@ var (
 	// made (an origin that closes or resets before its answer).
 	ErrUpstream = errors.New("proxy: upstream failed")
 )
-
-// Errors of the parsers of a tunnel's first bytes (TLS hello, HTTP head).
-var (
-	errNeedMore  = errors.New("proxy: incomplete TLS hello")
-	errNotTLS    = errors.New("proxy: not TLS")
-	errMalformed = errors.New("proxy: malformed TLS hello")
-	// errNotHTTP: a tunnel's first bytes are no plaintext HTTP request.
-	errNotHTTP = errors.New("proxy: not an HTTP request")
-	// errBadHead: they are one, but oversized or unparsable.
-	errBadHead = errors.New("proxy: malformed HTTP request head")
-)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/proxy/internal/sniff"
 )
 
 func TestParseHTTPHead(t *testing.T) {
@@ -30,26 +31,26 @@ func TestParseHTTPHead(t *testing.T) {
 		{"two Host fields", "GET / HTTP/1.1\r\nHost: models.test\r\nhost: evil.test\r\n\r\n", nil, "", []string{"models.test", "evil.test"}},
 		{"no Host", "GET / HTTP/1.0\r\n\r\n", nil, "", nil},
 		{"HTTP/0.9", "GET /\r\n", nil, "", nil},
-		{"incomplete request line", "GET /x", errNeedMore, "", nil},
-		{"incomplete method", "GE", errNeedMore, "", nil},
-		{"incomplete head", "GET / HTTP/1.1\r\nHost: models.test\r\n", errNeedMore, "", nil},
-		{"only empty lines so far", "\r\n\r\n", errNeedMore, "", nil},
+		{"incomplete request line", "GET /x", sniff.ErrNeedMore, "", nil},
+		{"incomplete method", "GE", sniff.ErrNeedMore, "", nil},
+		{"incomplete head", "GET / HTTP/1.1\r\nHost: models.test\r\n", sniff.ErrNeedMore, "", nil},
+		{"only empty lines so far", "\r\n\r\n", sniff.ErrNeedMore, "", nil},
 		{"space before the colon is read as Host", "GET / HTTP/1.1\r\nHost : evil.test\r\n\r\n", nil, "", []string{"evil.test"}},
-		{"header line without colon", "GET / HTTP/1.1\r\nHost models.test\r\n\r\n", errBadHead, "", nil},
-		{"version but no target", "GET HTTP/1.1\r\n\r\n", errBadHead, "", nil},
-		{"head over the limit", "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 300) + "\r\n\r\n", errBadHead, "", nil},
-		{"line over the limit", "GET /" + strings.Repeat("a", 300), errBadHead, "", nil},
-		{"SSH banner", "SSH-2.0-OpenSSH_9.2\r\n", errNotHTTP, "", nil},
-		{"SMTP EHLO", "EHLO client.example\r\n", errNotHTTP, "", nil},
-		{"binary", "\x00\x01\x02", errNotHTTP, "", nil},
-		{"starts with a space", " GET / HTTP/1.1\r\n\r\n", errNotHTTP, "", nil},
+		{"header line without colon", "GET / HTTP/1.1\r\nHost models.test\r\n\r\n", sniff.ErrBadHead, "", nil},
+		{"version but no target", "GET HTTP/1.1\r\n\r\n", sniff.ErrBadHead, "", nil},
+		{"head over the limit", "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 300) + "\r\n\r\n", sniff.ErrBadHead, "", nil},
+		{"line over the limit", "GET /" + strings.Repeat("a", 300), sniff.ErrBadHead, "", nil},
+		{"SSH banner", "SSH-2.0-OpenSSH_9.2\r\n", sniff.ErrNotHTTP, "", nil},
+		{"SMTP EHLO", "EHLO client.example\r\n", sniff.ErrNotHTTP, "", nil},
+		{"binary", "\x00\x01\x02", sniff.ErrNotHTTP, "", nil},
+		{"starts with a space", " GET / HTTP/1.1\r\n\r\n", sniff.ErrNotHTTP, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := parseHTTPHead([]byte(tc.in), 256)
+			h, err := sniff.ParseHTTPHead([]byte(tc.in), 256)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
-			if err == nil && (h.authority != tc.authority || !slices.Equal(h.hosts, tc.hosts)) {
+			if err == nil && (h.Authority != tc.authority || !slices.Equal(h.Hosts, tc.hosts)) {
 				t.Fatalf("got %+v", h)
 			}
 		})
@@ -62,22 +63,22 @@ func TestCheckPlainHead(t *testing.T) {
 	audit.Mode = policy.ModeAudit
 	for _, tc := range []struct {
 		name      string
-		head      httpHead
+		head      sniff.HTTPHead
 		d         policy.Decision
 		verdict   policy.Verdict
 		reason    policy.Reason
 		wouldDeny bool
 	}{
-		{"Host names the CONNECT host", httpHead{method: "GET", hosts: []string{"models.test"}}, allowed, policy.Allow, policy.ReasonAllowed, false},
-		{"upper case and trailing dot", httpHead{method: "GET", hosts: []string{"MODELS.test."}}, allowed, policy.Allow, policy.ReasonAllowed, false},
-		{"the CONNECT port", httpHead{method: "GET", hosts: []string{"models.test:8080"}}, allowed, policy.Allow, policy.ReasonAllowed, false},
-		{"another port", httpHead{method: "GET", hosts: []string{"models.test:80"}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
-		{"another host", httpHead{method: "GET", hosts: []string{"evil.test"}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
-		{"absolute form names another host", httpHead{method: "GET", authority: "evil.test", hosts: []string{"models.test"}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
-		{"second Host names another host", httpHead{method: "GET", hosts: []string{"models.test", "evil.test"}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
-		{"no Host", httpHead{method: "GET"}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
-		{"empty Host", httpHead{method: "GET", hosts: []string{""}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
-		{"audit mode softens", httpHead{method: "GET", hosts: []string{"evil.test"}}, audit, policy.Allow, policy.ReasonHostMismatch, true},
+		{"Host names the CONNECT host", sniff.HTTPHead{Method: "GET", Hosts: []string{"models.test"}}, allowed, policy.Allow, policy.ReasonAllowed, false},
+		{"upper case and trailing dot", sniff.HTTPHead{Method: "GET", Hosts: []string{"MODELS.test."}}, allowed, policy.Allow, policy.ReasonAllowed, false},
+		{"the CONNECT port", sniff.HTTPHead{Method: "GET", Hosts: []string{"models.test:8080"}}, allowed, policy.Allow, policy.ReasonAllowed, false},
+		{"another port", sniff.HTTPHead{Method: "GET", Hosts: []string{"models.test:80"}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
+		{"another host", sniff.HTTPHead{Method: "GET", Hosts: []string{"evil.test"}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
+		{"absolute form names another host", sniff.HTTPHead{Method: "GET", Authority: "evil.test", Hosts: []string{"models.test"}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
+		{"second Host names another host", sniff.HTTPHead{Method: "GET", Hosts: []string{"models.test", "evil.test"}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
+		{"no Host", sniff.HTTPHead{Method: "GET"}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
+		{"empty Host", sniff.HTTPHead{Method: "GET", Hosts: []string{""}}, allowed, policy.Deny, policy.ReasonHostMismatch, false},
+		{"audit mode softens", sniff.HTTPHead{Method: "GET", Hosts: []string{"evil.test"}}, audit, policy.Allow, policy.ReasonHostMismatch, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := checkPlainHead(tc.d, &tc.head, "models.test", 8080)
@@ -193,25 +194,25 @@ func FuzzHTTPHead(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := parseHTTPHead(b, 1024)
+		h, err := sniff.ParseHTTPHead(b, 1024)
 		if err != nil {
-			for _, s := range []error{errNeedMore, errNotHTTP, errBadHead} {
+			for _, s := range []error{sniff.ErrNeedMore, sniff.ErrNotHTTP, sniff.ErrBadHead} {
 				if errors.Is(err, s) {
 					return
 				}
 			}
 			t.Fatalf("unclassified error %v", err)
 		}
-		if len(h.method) == 0 || len(h.method) > len(b) {
-			t.Fatalf("method %q", h.method)
+		if len(h.Method) == 0 || len(h.Method) > len(b) {
+			t.Fatalf("method %q", h.Method)
 		}
 		// A complete head stays complete whatever follows it (a body).
-		h2, err := parseHTTPHead(append(append([]byte(nil), b...), "xyz"...), 1024+3)
-		if err != nil || !slices.Equal(h.hosts, h2.hosts) || h.authority != h2.authority {
+		h2, err := sniff.ParseHTTPHead(append(append([]byte(nil), b...), "xyz"...), 1024+3)
+		if err != nil || !slices.Equal(h.Hosts, h2.Hosts) || h.Authority != h2.Authority {
 			t.Fatalf("appending bytes changed the head: %+v %v", h2, err)
 		}
 		// The check never allows a head that names nothing.
-		if len(h.hosts) == 0 && h.authority == "" {
+		if len(h.Hosts) == 0 && h.Authority == "" {
 			d := policy.Decision{Verdict: policy.Allow, Mode: policy.ModeEnforce}
 			if d, _ := checkPlainHead(d, &h, "models.test", 80); d.Allowed() {
 				t.Fatal("a head without a name passed")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/proxy/internal/sniff"
 )
 
 // serveSNIConn serves one transparent TLS connection: peek the ClientHello
@@ -39,19 +40,19 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 	}
 	buf, ch, err := readHello(t.client, p.cfg.PeekTimeout)
 	switch {
-	case errors.Is(err, errNotTLS):
-		ex.rec.TLS = &audit.TLS{Result: resultNotTLS}
+	case errors.Is(err, sniff.ErrNotTLS):
+		ex.rec.TLS = &audit.TLS{Result: sniff.ResultNotTLS}
 		p.denyNoSNI(ex, errors.New("proxy: not a TLS ClientHello"))
 		return
 	case err != nil:
 		p.denyNoSNI(ex, fmt.Errorf("proxy: reading ClientHello: %w", err))
 		return
 	case ch.SNI == "":
-		ex.rec.TLS = &audit.TLS{ClientALPN: ch.ALPN, ECH: ch.ECH, Result: resultNoServerHello}
+		ex.rec.TLS = &audit.TLS{ClientALPN: ch.ALPN, ECH: ch.ECH, Result: sniff.ResultNoServerHello}
 		p.denyNoSNI(ex, errors.New("proxy: ClientHello without SNI"))
 		return
 	}
-	ex.rec.TLS = &audit.TLS{SNI: ch.SNI, ClientALPN: ch.ALPN, ECH: ch.ECH, Result: resultNoServerHello}
+	ex.rec.TLS = &audit.TLS{SNI: ch.SNI, ClientALPN: ch.ALPN, ECH: ch.ECH, Result: sniff.ResultNoServerHello}
 	if rf := p.admit(ex, ch.SNI, port); rf != nil {
 		t.fail(rf)
 		return
@@ -89,13 +90,13 @@ func (p *Proxy) denyNoSNI(ex *exchange, err error) {
 	ex.rec.Error = audit.RedactText(err.Error())
 }
 
-// readHello reads a whole ClientHello within timeout, at most maxHelloBytes.
+// readHello reads a whole ClientHello within timeout, at most sniff.MaxHelloBytes.
 func readHello(c interface {
 	io.Reader
 	SetReadDeadline(time.Time) error
-}, timeout time.Duration) ([]byte, clientHello, error) {
+}, timeout time.Duration) ([]byte, sniff.ClientHello, error) {
 	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-		return nil, clientHello{}, err
+		return nil, sniff.ClientHello{}, err
 	}
 	defer c.SetReadDeadline(time.Time{})
 	buf := make([]byte, 0, 2<<10)
@@ -103,14 +104,14 @@ func readHello(c interface {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := c.Read(buf[len(buf):min(cap(buf), maxHelloBytes)])
+		n, err := c.Read(buf[len(buf):min(cap(buf), sniff.MaxHelloBytes)])
 		buf = buf[:len(buf)+n]
-		ch, perr := parseClientHello(buf)
-		if !errors.Is(perr, errNeedMore) {
+		ch, perr := sniff.ParseClientHello(buf)
+		if !errors.Is(perr, sniff.ErrNeedMore) {
 			return buf, ch, perr
 		}
-		if len(buf) >= maxHelloBytes {
-			return buf, ch, fmt.Errorf("%w: over %d bytes", errMalformed, maxHelloBytes)
+		if len(buf) >= sniff.MaxHelloBytes {
+			return buf, ch, fmt.Errorf("%w: over %d bytes", sniff.ErrMalformed, sniff.MaxHelloBytes)
 		}
 		if err != nil {
 			return buf, ch, err

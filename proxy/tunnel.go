@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/proxy/internal/sniff"
 )
 
 // tunnel relays one client connection to one upstream connection and writes
@@ -36,9 +37,9 @@ type tunnel struct {
 	// Written under mu by the direction that reads them; read by end, by
 	// Revalidate and by interim snapshots.
 	notTLS bool
-	hello  *clientHello
-	head   *httpHead
-	server *serverHello
+	hello  *sniff.ClientHello
+	head   *sniff.HTTPHead
+	server *sniff.ServerHello
 
 	errOnce sync.Once
 	err     error
@@ -132,7 +133,7 @@ func (t *tunnel) cut() {
 // message (CONNECT); check is the CONNECT host that the SNI or a plaintext
 // Host must name. From here on Revalidate decides the tunnel again after
 // every change.
-func (t *tunnel) start(pre []byte, hello *clientHello, check string, inline bool) {
+func (t *tunnel) start(pre []byte, hello *sniff.ClientHello, check string, inline bool) {
 	ex := t.ex
 	if ex.rec.ID == "" {
 		ex.rec.ID = audit.NewID()
@@ -214,9 +215,9 @@ func (t *tunnel) end() {
 func (t *tunnel) tlsLocked() *audit.TLS {
 	switch {
 	case t.notTLS:
-		return &audit.TLS{Result: resultNotTLS}
+		return &audit.TLS{Result: sniff.ResultNotTLS}
 	case t.hello != nil:
-		tl := &audit.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, ECH: t.hello.ECH, Result: resultNoServerHello}
+		tl := &audit.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, ECH: t.hello.ECH, Result: sniff.ResultNoServerHello}
 		if s := t.server; s != nil {
 			tl.Version, tl.Cipher, tl.ALPN, tl.Result = s.Version, s.Cipher, s.ALPN, s.Result
 		}

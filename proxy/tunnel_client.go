@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/proxy/internal/sniff"
 )
 
 // clientSide reads and checks the client's first message, forwards it,
 // then relays client to upstream.
-func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
+func (t *tunnel) clientSide(pre []byte, hello *sniff.ClientHello, check string) {
 	if t.clientFirst(pre, hello, check) {
 		t.pipe(t.upstream, t.client, &t.sent)
 		// A TLS client that ends its side before the server said a word
@@ -33,13 +34,13 @@ func (t *tunnel) clientSide(pre []byte, hello *clientHello, check string) {
 // else passes as not-tls) and forwards it; false when the direction has
 // ended. The buffer it read into goes back to the pool before the relay
 // starts.
-func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool {
+func (t *tunnel) clientFirst(pre []byte, hello *sniff.ClientHello, check string) bool {
 	up := t.upstream
 	if hello == nil {
 		buf, first, err := t.peekFirst(pre)
 		defer putHelloBuf(buf)
 		switch {
-		case errors.Is(err, errNotTLS):
+		case errors.Is(err, sniff.ErrNotTLS):
 			t.setNotTLS() // another protocol (SSH, ...): relayed as is
 		case err != nil && len(buf) == 0 && errors.Is(err, io.EOF):
 			// The client closed without sending anything.
@@ -50,16 +51,16 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 			t.endDirection(up, err)
 			return false
 		case err != nil:
-			if errors.Is(err, errBadHead) {
+			if errors.Is(err, sniff.ErrBadHead) {
 				t.setNotTLS()
 			}
 			t.refuse(policy.Denied(policy.ReasonBadRequest), fmt.Errorf("proxy: reading the tunnel's first bytes: %w", err))
 			return false
-		case first.head != nil:
+		case first.Head != nil:
 			t.mu.Lock()
-			t.notTLS, t.head = true, first.head
+			t.notTLS, t.head = true, first.Head
 			t.mu.Unlock()
-			d, err := checkPlainHead(t.ex.decision(), first.head, check, t.ex.port)
+			d, err := checkPlainHead(t.ex.decision(), first.Head, check, t.ex.port)
 			t.ex.decide(d)
 			if err != nil {
 				t.fail(err)
@@ -67,7 +68,7 @@ func (t *tunnel) clientFirst(pre []byte, hello *clientHello, check string) bool 
 				return false
 			}
 		default:
-			hello = first.hello
+			hello = first.Hello
 		}
 		pre = buf
 	}
@@ -110,40 +111,13 @@ func (t *tunnel) setNotTLS() {
 	t.mu.Unlock()
 }
 
-// first is what a tunnel's client sent first: a ClientHello, a plaintext
-// HTTP request head, or (neither) another protocol.
-type first struct {
-	hello *clientHello
-	head  *httpHead
-}
-
-// parseFirst reads the start of a tunnel: errNeedMore asks for more bytes,
-// errNotTLS means another protocol, relayed unchecked.
-func (t *tunnel) parseFirst(b []byte) (first, error) {
-	ch, err := parseClientHello(b)
-	if err == nil {
-		return first{hello: &ch}, nil
-	}
-	if !errors.Is(err, errNotTLS) {
-		return first{}, err
-	}
-	h, err := parseHTTPHead(b, t.p.cfg.MaxHeaderBytes)
-	switch {
-	case err == nil:
-		return first{head: &h}, nil
-	case errors.Is(err, errNotHTTP):
-		return first{}, errNotTLS
-	}
-	return first{}, err
-}
-
 // peekFirst reads the client's first message: a ClientHello (at most
-// maxHelloBytes) or a plaintext HTTP request head (at most MaxHeaderBytes).
+// sniff.MaxHelloBytes) or a plaintext HTTP request head (at most MaxHeaderBytes).
 // The first byte may take as long as the idle timeout (a client may wait
 // for the server to speak first); the rest must arrive within PeekTimeout.
-func (t *tunnel) peekFirst(pre []byte) ([]byte, first, error) {
+func (t *tunnel) peekFirst(pre []byte) ([]byte, sniff.First, error) {
 	c := t.client
-	limit := max(maxHelloBytes, t.p.cfg.MaxHeaderBytes)
+	limit := max(sniff.MaxHelloBytes, t.p.cfg.MaxHeaderBytes)
 	// No deadline reset at the end: the relay sets its own at once, and on
 	// failure the tunnel closes.
 	buf := append(getHelloBuf(), pre...)
@@ -151,12 +125,12 @@ func (t *tunnel) peekFirst(pre []byte) ([]byte, first, error) {
 	idleSet := false
 	for {
 		if len(buf) > 0 {
-			f, err := t.parseFirst(buf)
-			if !errors.Is(err, errNeedMore) {
+			f, err := sniff.ParseFirst(buf, t.p.cfg.MaxHeaderBytes)
+			if !errors.Is(err, sniff.ErrNeedMore) {
 				return buf, f, err
 			}
 			if len(buf) >= limit {
-				return buf, f, fmt.Errorf("%w: over %d bytes", errMalformed, limit)
+				return buf, f, fmt.Errorf("%w: over %d bytes", sniff.ErrMalformed, limit)
 			}
 			if peekUntil.IsZero() {
 				peekUntil = time.Now().Add(t.p.cfg.PeekTimeout)
@@ -166,7 +140,7 @@ func (t *tunnel) peekFirst(pre []byte) ([]byte, first, error) {
 			}
 		} else if !idleSet {
 			if err := c.SetReadDeadline(time.Now().Add(t.p.cfg.IdleTimeout)); err != nil {
-				return buf, first{}, err
+				return buf, sniff.First{}, err
 			}
 			idleSet = true
 		}
@@ -189,11 +163,11 @@ func (t *tunnel) peekFirst(pre []byte) ([]byte, first, error) {
 				}
 			}
 			if len(buf) > 0 {
-				if _, perr := t.parseFirst(buf); !errors.Is(perr, errNeedMore) {
+				if _, perr := sniff.ParseFirst(buf, t.p.cfg.MaxHeaderBytes); !errors.Is(perr, sniff.ErrNeedMore) {
 					continue // complete or decisive: let the top of the loop answer
 				}
 			}
-			return buf, first{}, err
+			return buf, sniff.First{}, err
 		}
 	}
 }

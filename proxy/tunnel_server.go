@@ -3,6 +3,8 @@ package proxy
 import (
 	"errors"
 	"time"
+
+	"github.com/egressd/egressd/proxy/internal/sniff"
 )
 
 // serverSide observes the server's first flight, forwards it, then relays
@@ -23,8 +25,8 @@ func (t *tunnel) serverSide() {
 		buf = buf[:len(buf)+n]
 		if n > 0 {
 			t.touch()
-			sh, perr := parseServerFirst(buf)
-			if !errors.Is(perr, errNeedMore) || len(buf) >= maxHelloBytes {
+			sh, perr := sniff.ParseServerFirst(buf)
+			if !errors.Is(perr, sniff.ErrNeedMore) || len(buf) >= sniff.MaxHelloBytes {
 				if perr == nil {
 					t.mu.Lock()
 					t.server = &sh

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/proxy/internal/sniff"
 )
 
 // checkHello is the TLS step of every tunnel: d is the decision of the
@@ -15,7 +16,7 @@ import (
 // allow, which accepts every tenant of the front). The first failing check
 // decides; the error is nil when the returned decision allows (possibly as
 // would_deny in audit mode).
-func checkHello(d policy.Decision, ch *clientHello, host string) (policy.Decision, error) {
+func checkHello(d policy.Decision, ch *sniff.ClientHello, host string) (policy.Decision, error) {
 	var r policy.Reason
 	var err error
 	switch {
@@ -37,4 +38,36 @@ func checkHello(d policy.Decision, ch *clientHello, host string) (policy.Decisio
 func sameHost(raw, host string) bool {
 	n, err := policy.NormalizeHost(raw)
 	return err == nil && n == host
+}
+
+// checkPlainHead is the plaintext counterpart of checkHello: every Host
+// field and an absolute-form target must name host, the CONNECT host, with
+// no port or port, the CONNECT port (RFC 9110 §7.2: the port is part of
+// the authority, and a request for another port of the same name may
+// reach another service there). A head that names nothing (HTTP/0.9, no
+// Host) does not name host either. The error is nil when the returned
+// decision allows, possibly as would_deny in audit mode.
+func checkPlainHead(d policy.Decision, h *sniff.HTTPHead, host string, port int) (policy.Decision, error) {
+	names := h.Hosts
+	if h.Authority != "" {
+		names = append(names[:len(names):len(names)], h.Authority)
+	}
+	var err error
+	if len(names) == 0 {
+		err = fmt.Errorf("proxy: plaintext %s request in the tunnel names no host; the CONNECT host is %q", h.Method, host)
+	}
+	for _, n := range names {
+		hn, hp, perr := requestHost(n, 0)
+		if perr != nil || !sameHost(hn, host) || hp != 0 && hp != port {
+			err = fmt.Errorf("proxy: plaintext request for %q in a tunnel to %q", truncate(n, maxHostLen), host)
+			break
+		}
+	}
+	if err == nil {
+		return d, nil
+	}
+	if d = d.Deny(policy.ReasonHostMismatch); d.Allowed() {
+		return d, nil
+	}
+	return d, err
 }

@@ -1,4 +1,4 @@
-package proxy
+package sniff
 
 import (
 	"bufio"
@@ -7,8 +7,6 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
-
-	"github.com/egressd/egressd/policy"
 )
 
 // A CONNECT tunnel whose first bytes are a plaintext HTTP request is
@@ -16,33 +14,33 @@ import (
 // CONNECT to an allowed name on a shared address (a CDN, a virtual-hosting
 // front) followed by "Host: other.site" would reach any site behind it.
 
-// httpHead is what egressd reads of a plaintext HTTP request head.
-type httpHead struct {
-	method string
-	// authority is the request target's authority in absolute form
+// HTTPHead is what egressd reads of a plaintext HTTP request head.
+type HTTPHead struct {
+	Method string
+	// Authority is the request target's authority in absolute form
 	// (RFC 9112 §3.2.2: a server then ignores Host) or authority form
 	// (CONNECT); empty in origin form.
-	authority string
-	// hosts are the values of every Host field; none for HTTP/0.9.
-	hosts []string
+	Authority string
+	// Hosts are the values of every Host field; none for HTTP/0.9.
+	Hosts []string
 }
 
-// parseHTTPHead reads a plaintext HTTP request head at the start of b
-// (RFC 9112 §2-§5). It answers errNotHTTP as soon as b cannot be the start
-// of a request line, errNeedMore while it can be and the head is not
-// complete, and errBadHead (wrapped) for a head over limit bytes or one
+// ParseHTTPHead reads a plaintext HTTP request head at the start of b
+// (RFC 9112 §2-§5). It answers ErrNotHTTP as soon as b cannot be the start
+// of a request line, ErrNeedMore while it can be and the head is not
+// complete, and ErrBadHead (wrapped) for a head over limit bytes or one
 // whose fields do not parse. The classification errs towards HTTP: a
 // request line is a token, whitespace, and either a target and an
 // HTTP-version or (HTTP/0.9) a path alone; leading empty lines are skipped
 // as servers do (RFC 9112 §2.2). Other client-first protocols (SMTP's
 // "EHLO name", an SSH banner) are not HTTP and pass unchecked.
-func parseHTTPHead(b []byte, limit int) (httpHead, error) {
+func ParseHTTPHead(b []byte, limit int) (HTTPHead, error) {
 	rest := bytes.TrimLeft(b, "\r\n")
-	more := func() (httpHead, error) {
+	more := func() (HTTPHead, error) {
 		if len(b) >= limit {
-			return httpHead{}, fmt.Errorf("%w: HTTP head over %d bytes", errBadHead, limit)
+			return HTTPHead{}, fmt.Errorf("%w: HTTP head over %d bytes", ErrBadHead, limit)
 		}
-		return httpHead{}, errNeedMore
+		return HTTPHead{}, ErrNeedMore
 	}
 	i := 0
 	for i < len(rest) && isTokenByte(rest[i]) {
@@ -52,14 +50,14 @@ func parseHTTPHead(b []byte, limit int) (httpHead, error) {
 	case len(rest) == 0 || i == len(rest):
 		return more()
 	case i == 0 || rest[i] != ' ' && rest[i] != '\t':
-		return httpHead{}, errNotHTTP
+		return HTTPHead{}, ErrNotHTTP
 	}
 	eol := bytes.IndexByte(rest, '\n')
 	if eol < 0 {
 		return more()
 	}
 	fields := strings.Fields(string(rest[:eol]))
-	h := httpHead{method: fields[0]}
+	h := HTTPHead{Method: fields[0]}
 	versioned := false
 	for _, f := range fields[1:] {
 		if len(f) >= 5 && strings.EqualFold(f[:5], "HTTP/") {
@@ -68,17 +66,17 @@ func parseHTTPHead(b []byte, limit int) (httpHead, error) {
 	}
 	switch {
 	case versioned && len(fields) >= 3:
-		h.authority = targetAuthority(h.method, fields[1])
+		h.Authority = targetAuthority(h.Method, fields[1])
 	case versioned:
-		return httpHead{}, fmt.Errorf("%w: HTTP request line without a target", errBadHead)
+		return HTTPHead{}, fmt.Errorf("%w: HTTP request line without a target", ErrBadHead)
 	case len(fields) == 2 && (strings.HasPrefix(fields[1], "/") || strings.Contains(fields[1], "://")):
 		// HTTP/0.9 (a method and a path, no version, no header section):
 		// the server picks its default site, whatever that is. No Host
 		// names the CONNECT host, so the check refuses it.
-		h.authority = targetAuthority(h.method, fields[1])
+		h.Authority = targetAuthority(h.Method, fields[1])
 		return h, nil
 	default:
-		return httpHead{}, errNotHTTP
+		return HTTPHead{}, ErrNotHTTP
 	}
 	// The header section ends at the first empty line.
 	pos := eol + 1
@@ -94,18 +92,18 @@ func parseHTTPHead(b []byte, limit int) (httpHead, error) {
 		}
 	}
 	if len(b)-len(rest)+pos > limit {
-		return httpHead{}, fmt.Errorf("%w: HTTP head over %d bytes", errBadHead, limit)
+		return HTTPHead{}, fmt.Errorf("%w: HTTP head over %d bytes", ErrBadHead, limit)
 	}
 	hdr, err := textproto.NewReader(bufio.NewReader(bytes.NewReader(rest[eol+1 : pos]))).ReadMIMEHeader()
 	if err != nil {
-		return httpHead{}, fmt.Errorf("%w: HTTP header: %w", errBadHead, err)
+		return HTTPHead{}, fmt.Errorf("%w: HTTP header: %w", ErrBadHead, err)
 	}
-	h.hosts = hdr.Values("Host")
+	h.Hosts = hdr.Values("Host")
 	// "Host :" is no Host field (RFC 9112 §5.1 wants a 400 for it), but a
 	// lenient server may read it as one: it is checked like one.
 	for k, v := range hdr {
 		if k != "Host" && strings.EqualFold(strings.TrimSpace(k), "Host") {
-			h.hosts = append(h.hosts, v...)
+			h.Hosts = append(h.Hosts, v...)
 		}
 	}
 	return h, nil
@@ -134,36 +132,4 @@ func isTokenByte(c byte) bool {
 		return true
 	}
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
-
-// checkPlainHead is the plaintext counterpart of checkHello: every Host
-// field and an absolute-form target must name host, the CONNECT host, with
-// no port or port, the CONNECT port (RFC 9110 §7.2: the port is part of
-// the authority, and a request for another port of the same name may
-// reach another service there). A head that names nothing (HTTP/0.9, no
-// Host) does not name host either. The error is nil when the returned
-// decision allows, possibly as would_deny in audit mode.
-func checkPlainHead(d policy.Decision, h *httpHead, host string, port int) (policy.Decision, error) {
-	names := h.hosts
-	if h.authority != "" {
-		names = append(names[:len(names):len(names)], h.authority)
-	}
-	var err error
-	if len(names) == 0 {
-		err = fmt.Errorf("proxy: plaintext %s request in the tunnel names no host; the CONNECT host is %q", h.method, host)
-	}
-	for _, n := range names {
-		hn, hp, perr := requestHost(n, 0)
-		if perr != nil || !sameHost(hn, host) || hp != 0 && hp != port {
-			err = fmt.Errorf("proxy: plaintext request for %q in a tunnel to %q", truncate(n, maxHostLen), host)
-			break
-		}
-	}
-	if err == nil {
-		return d, nil
-	}
-	if d = d.Deny(policy.ReasonHostMismatch); d.Allowed() {
-		return d, nil
-	}
-	return d, err
 }

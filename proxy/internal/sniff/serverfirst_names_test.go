@@ -1,4 +1,4 @@
-package proxy
+package sniff
 
 import (
 	"crypto/tls"

@@ -1,4 +1,4 @@
-package proxy
+package sniff
 
 import (
 	"encoding/binary"
@@ -8,30 +8,31 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 )
 
-// TLS wire constants (RFC 8446 §5.1, §4).
+// TLS wire constants (RFC 8446 §5.1, §4), exported for the tests that
+// build records.
 const (
-	recordHeaderLen    = 5
-	recordHandshake    = 22
-	recordAlert        = 21
-	handshakeHeaderLen = 4
-	typeClientHello    = 1
-	typeServerHello    = 2
-	extServerName      = 0  // RFC 6066 §3
-	extALPN            = 16 // RFC 7301 §3.1
-	extSupportedVers   = 43 // RFC 8446 §4.2.1
-	// extECH is encrypted_client_hello (draft-ietf-tls-esni §11.1).
-	extECH             = 0xfe0d
-	maxRecordPlaintext = 1 << 14
+	RecordHeaderLen    = 5
+	RecordHandshake    = 22
+	RecordAlert        = 21
+	HandshakeHeaderLen = 4
+	TypeClientHello    = 1
+	TypeServerHello    = 2
+	ExtServerName      = 0  // RFC 6066 §3
+	ExtALPN            = 16 // RFC 7301 §3.1
+	ExtSupportedVers   = 43 // RFC 8446 §4.2.1
+	// ExtECH is encrypted_client_hello (draft-ietf-tls-esni §11.1).
+	ExtECH             = 0xfe0d
+	MaxRecordPlaintext = 1 << 14
 
-	// maxHelloBytes bounds what is buffered to read a ClientHello or a
+	// MaxHelloBytes bounds what is buffered to read a ClientHello or a
 	// ServerHello, record headers included. A ClientHello with a
 	// post-quantum key share is about 2 KiB; 32 KiB leaves room for
 	// padding and many extensions while keeping a hostile peer cheap.
-	maxHelloBytes = 32 << 10
+	MaxHelloBytes = 32 << 10
 )
 
-// clientHello is what egressd reads from a ClientHello.
-type clientHello struct {
+// ClientHello is what egressd reads from a ClientHello.
+type ClientHello struct {
 	SNI  string   // server_name host_name, as sent (not normalized)
 	ALPN []string // offered protocols
 	// ECH is set when the hello carries encrypted_client_hello: SNI is
@@ -43,39 +44,39 @@ type clientHello struct {
 // records at the start of b. A handshake message may be fragmented across
 // several records (RFC 8446 §5.1), so it concatenates the fragments of
 // consecutive handshake records until the message is complete. It returns
-// the message body (without the 4-byte header) and its type, or errNeedMore
-// when b is a valid but incomplete prefix, errNotTLS when b does not start
-// with a handshake record, or errMalformed.
+// the message body (without the 4-byte header) and its type, or ErrNeedMore
+// when b is a valid but incomplete prefix, ErrNotTLS when b does not start
+// with a handshake record, or ErrMalformed.
 func handshakeMessage(b []byte) (typ byte, body []byte, err error) {
 	if len(b) == 0 {
-		return 0, nil, errNeedMore
+		return 0, nil, ErrNeedMore
 	}
-	if b[0] != recordHandshake {
-		return 0, nil, errNotTLS
+	if b[0] != RecordHandshake {
+		return 0, nil, ErrNotTLS
 	}
 	// msg aliases b while the message comes from one record (the usual
 	// case: no copy); a second fragment makes append copy, since msg's
 	// capacity ends where the fragment does.
 	var msg []byte
 	for off := 0; ; {
-		if len(b)-off < recordHeaderLen {
+		if len(b)-off < RecordHeaderLen {
 			if off == 0 && len(b) >= 3 && !tlsVersionByte(b[1]) {
-				return 0, nil, errNotTLS
+				return 0, nil, ErrNotTLS
 			}
-			return 0, nil, errNeedMore
+			return 0, nil, ErrNeedMore
 		}
-		h := b[off : off+recordHeaderLen]
-		if h[0] != recordHandshake || !tlsVersionByte(h[1]) {
+		h := b[off : off+RecordHeaderLen]
+		if h[0] != RecordHandshake || !tlsVersionByte(h[1]) {
 			if off == 0 {
-				return 0, nil, errNotTLS
+				return 0, nil, ErrNotTLS
 			}
-			return 0, nil, fmt.Errorf("%w: record type %d inside a handshake message", errMalformed, h[0])
+			return 0, nil, fmt.Errorf("%w: record type %d inside a handshake message", ErrMalformed, h[0])
 		}
 		n := int(binary.BigEndian.Uint16(h[3:5]))
-		if n == 0 || n > maxRecordPlaintext {
-			return 0, nil, fmt.Errorf("%w: record length %d", errMalformed, n)
+		if n == 0 || n > MaxRecordPlaintext {
+			return 0, nil, fmt.Errorf("%w: record length %d", ErrMalformed, n)
 		}
-		off += recordHeaderLen
+		off += RecordHeaderLen
 		if len(b)-off < n {
 			// The fragment is incomplete; what has arrived may already hold
 			// the whole message when the record carries more than one.
@@ -83,16 +84,16 @@ func handshakeMessage(b []byte) (typ byte, body []byte, err error) {
 			if t, body, ok := completeMessage(msg); ok {
 				return t, body, nil
 			}
-			return 0, nil, errNeedMore
+			return 0, nil, ErrNeedMore
 		}
 		msg = appendFragment(msg, b[off:off+n])
 		off += n
 		if t, body, ok := completeMessage(msg); ok {
 			return t, body, nil
 		}
-		if len(msg) >= handshakeHeaderLen {
-			if total := handshakeHeaderLen + int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3]); total > maxHelloBytes {
-				return 0, nil, fmt.Errorf("%w: handshake message of %d bytes", errMalformed, total)
+		if len(msg) >= HandshakeHeaderLen {
+			if total := HandshakeHeaderLen + int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3]); total > MaxHelloBytes {
+				return 0, nil, fmt.Errorf("%w: handshake message of %d bytes", ErrMalformed, total)
 			}
 		}
 	}
@@ -110,33 +111,33 @@ func appendFragment(msg, frag []byte) []byte {
 // isOtherTLSRecord reports whether t is a TLS record content type other
 // than handshake: change_cipher_spec, alert, application_data (RFC 8446
 // §5.1) or heartbeat (RFC 6520).
-func isOtherTLSRecord(t byte) bool { return t >= 20 && t <= 24 && t != recordHandshake }
+func isOtherTLSRecord(t byte) bool { return t >= 20 && t <= 24 && t != RecordHandshake }
 
 // tlsVersionByte reports whether v is the major byte of a TLS record version
 // (0x03 for SSL 3.0 to TLS 1.3).
 func tlsVersionByte(v byte) bool { return v == 3 }
 
 func completeMessage(msg []byte) (byte, []byte, bool) {
-	if len(msg) < handshakeHeaderLen {
+	if len(msg) < HandshakeHeaderLen {
 		return 0, nil, false
 	}
 	n := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3])
-	if len(msg)-handshakeHeaderLen < n {
+	if len(msg)-HandshakeHeaderLen < n {
 		return 0, nil, false
 	}
-	return msg[0], msg[handshakeHeaderLen : handshakeHeaderLen+n], true
+	return msg[0], msg[HandshakeHeaderLen : HandshakeHeaderLen+n], true
 }
 
-// parseClientHello parses the ClientHello at the start of b (RFC 8446
-// §4.1.2). It returns errNeedMore for a valid but incomplete prefix and
-// errNotTLS when b does not start like a TLS handshake. The message is read
+// ParseClientHello parses the ClientHello at the start of b (RFC 8446
+// §4.1.2). It returns ErrNeedMore for a valid but incomplete prefix and
+// ErrNotTLS when b does not start like a TLS handshake. The message is read
 // with cryptobyte, the reader crypto/tls itself parses handshakes with:
 // the hand-written reader it replaced was no faster beyond the spread
 // (BenchmarkParseClientHello's figures), which does not pay for a second
 // bounds-checking parser of hostile input.
-func parseClientHello(b []byte) (clientHello, error) {
+func ParseClientHello(b []byte) (ClientHello, error) {
 	typ, body, err := handshakeMessage(b)
-	if errors.Is(err, errNotTLS) && len(b) > 0 && isOtherTLSRecord(b[0]) {
+	if errors.Is(err, ErrNotTLS) && len(b) > 0 && isOtherTLSRecord(b[0]) {
 		// A TLS record other than a handshake before the ClientHello (an
 		// alert, ChangeCipherSpec, ...) is not some other protocol: as
 		// not-tls it would pass unchecked, and a server that skips it
@@ -144,58 +145,58 @@ func parseClientHello(b []byte) (clientHello, error) {
 		// would then read a ClientHello whose SNI nobody compared with
 		// the CONNECT host. A ClientHello always comes first (RFC 8446 §4.1).
 		if len(b) < 2 {
-			return clientHello{}, errNeedMore
+			return ClientHello{}, ErrNeedMore
 		}
 		if tlsVersionByte(b[1]) {
-			return clientHello{}, fmt.Errorf("%w: TLS record type %d before the ClientHello", errMalformed, b[0])
+			return ClientHello{}, fmt.Errorf("%w: TLS record type %d before the ClientHello", ErrMalformed, b[0])
 		}
 	}
 	if err != nil {
-		return clientHello{}, err
+		return ClientHello{}, err
 	}
-	if typ != typeClientHello {
-		return clientHello{}, fmt.Errorf("%w: handshake type %d, want ClientHello", errMalformed, typ)
+	if typ != TypeClientHello {
+		return ClientHello{}, fmt.Errorf("%w: handshake type %d, want ClientHello", ErrMalformed, typ)
 	}
 	s := cryptobyte.String(body)
-	var ch clientHello
+	var ch ClientHello
 	var sessionID, suites, compression cryptobyte.String
 	if !s.Skip(2+32) || !s.ReadUint8LengthPrefixed(&sessionID) ||
 		!s.ReadUint16LengthPrefixed(&suites) || !s.ReadUint8LengthPrefixed(&compression) {
-		return ch, fmt.Errorf("%w: short ClientHello", errMalformed)
+		return ch, fmt.Errorf("%w: short ClientHello", ErrMalformed)
 	}
 	if s.Empty() {
 		return ch, nil // no extensions (RFC 5246 §7.4.1.2 allows it)
 	}
 	var exts cryptobyte.String
 	if !s.ReadUint16LengthPrefixed(&exts) || !s.Empty() {
-		return ch, fmt.Errorf("%w: ClientHello extensions", errMalformed)
+		return ch, fmt.Errorf("%w: ClientHello extensions", ErrMalformed)
 	}
 	var seen extSet
 	for !exts.Empty() {
 		var typ uint16
 		var data cryptobyte.String
 		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&data) {
-			return ch, fmt.Errorf("%w: extension header", errMalformed)
+			return ch, fmt.Errorf("%w: extension header", ErrMalformed)
 		}
 		// RFC 8446 §4.2: no extension type appears twice; a duplicate SNI is
 		// a classic way to show a filter one name and the server another.
 		if !seen.add(typ) {
-			return ch, fmt.Errorf("%w: duplicate extension %d", errMalformed, typ)
+			return ch, fmt.Errorf("%w: duplicate extension %d", ErrMalformed, typ)
 		}
 		switch typ {
-		case extServerName:
+		case ExtServerName:
 			sni, err := parseServerName(data)
 			if err != nil {
 				return ch, err
 			}
 			ch.SNI = sni
-		case extALPN:
+		case ExtALPN:
 			alpn, err := parseALPN(data)
 			if err != nil {
 				return ch, err
 			}
 			ch.ALPN = alpn
-		case extECH:
+		case ExtECH:
 			// The outer SNI is all egressd sees; the name the server
 			// serves is in the encrypted inner hello. Its content is not
 			// read: a GREASE extension (draft-ietf-tls-esni §6.2) looks
@@ -239,23 +240,23 @@ func (s *extSet) add(typ uint16) bool {
 func parseServerName(data cryptobyte.String) (string, error) {
 	var list cryptobyte.String
 	if !data.ReadUint16LengthPrefixed(&list) || !data.Empty() || list.Empty() {
-		return "", fmt.Errorf("%w: server_name extension", errMalformed)
+		return "", fmt.Errorf("%w: server_name extension", ErrMalformed)
 	}
 	var host string
 	for !list.Empty() {
 		var typ uint8
 		var name cryptobyte.String
 		if !list.ReadUint8(&typ) || !list.ReadUint16LengthPrefixed(&name) {
-			return "", fmt.Errorf("%w: server_name entry", errMalformed)
+			return "", fmt.Errorf("%w: server_name entry", ErrMalformed)
 		}
 		if typ != 0 {
 			continue // unknown name types are skipped (RFC 6066 §3)
 		}
 		if host != "" {
-			return "", fmt.Errorf("%w: two host_name entries", errMalformed)
+			return "", fmt.Errorf("%w: two host_name entries", ErrMalformed)
 		}
 		if len(name) == 0 {
-			return "", fmt.Errorf("%w: empty host_name", errMalformed)
+			return "", fmt.Errorf("%w: empty host_name", ErrMalformed)
 		}
 		host = string(name)
 	}
@@ -266,13 +267,13 @@ func parseServerName(data cryptobyte.String) (string, error) {
 func parseALPN(data cryptobyte.String) ([]string, error) {
 	var list cryptobyte.String
 	if !data.ReadUint16LengthPrefixed(&list) || !data.Empty() {
-		return nil, fmt.Errorf("%w: ALPN extension", errMalformed)
+		return nil, fmt.Errorf("%w: ALPN extension", ErrMalformed)
 	}
 	var out []string
 	for !list.Empty() {
 		var p cryptobyte.String
 		if !list.ReadUint8LengthPrefixed(&p) || len(p) == 0 {
-			return nil, fmt.Errorf("%w: ALPN protocol", errMalformed)
+			return nil, fmt.Errorf("%w: ALPN protocol", ErrMalformed)
 		}
 		out = append(out, string(p))
 	}

@@ -1,4 +1,4 @@
-package proxy
+package sniff
 
 import (
 	"crypto/tls"
@@ -10,42 +10,42 @@ import (
 
 // TLS results recorded in audit.TLS.Result.
 const (
-	resultEstablished   = "established"
-	resultNoServerHello = "no-server-hello"
-	resultNotTLS        = "not-tls"
-	resultAlertPrefix   = "alert:"
+	ResultEstablished   = "established"
+	ResultNoServerHello = "no-server-hello"
+	ResultNotTLS        = "not-tls"
+	ResultAlertPrefix   = "alert:"
 )
 
-// serverHello is what can be seen of the server's first flight. In TLS 1.3
+// ServerHello is what can be seen of the server's first flight. In TLS 1.3
 // everything after the ServerHello (EncryptedExtensions, where the selected
 // ALPN lives) is encrypted (RFC 8446 §4.3.1), so ALPN is only known for
 // TLS 1.2 and earlier; the version comes from supported_versions.
-type serverHello struct {
+type ServerHello struct {
 	Version string // "TLS1.3"
 	Cipher  string // tls.CipherSuiteName
 	ALPN    string
 	Result  string // established or alert:<name>
 }
 
-// parseServerFirst reads the server's first bytes: a ServerHello (possibly
-// fragmented) or a plaintext alert record. errNeedMore asks for more bytes,
-// errNotTLS means the server spoke something else.
-func parseServerFirst(b []byte) (serverHello, error) {
-	if len(b) >= 1 && b[0] == recordAlert {
-		if len(b) < recordHeaderLen+2 {
-			return serverHello{}, errNeedMore
+// ParseServerFirst reads the server's first bytes: a ServerHello (possibly
+// fragmented) or a plaintext alert record. ErrNeedMore asks for more bytes,
+// ErrNotTLS means the server spoke something else.
+func ParseServerFirst(b []byte) (ServerHello, error) {
+	if len(b) >= 1 && b[0] == RecordAlert {
+		if len(b) < RecordHeaderLen+2 {
+			return ServerHello{}, ErrNeedMore
 		}
 		if !tlsVersionByte(b[1]) {
-			return serverHello{}, errNotTLS
+			return ServerHello{}, ErrNotTLS
 		}
-		return serverHello{Result: resultAlertPrefix + alertName(b[recordHeaderLen+1])}, nil
+		return ServerHello{Result: ResultAlertPrefix + alertName(b[RecordHeaderLen+1])}, nil
 	}
 	typ, body, err := handshakeMessage(b)
 	if err != nil {
-		return serverHello{}, err
+		return ServerHello{}, err
 	}
-	if typ != typeServerHello {
-		return serverHello{}, fmt.Errorf("%w: handshake type %d, want ServerHello", errMalformed, typ)
+	if typ != TypeServerHello {
+		return ServerHello{}, fmt.Errorf("%w: handshake type %d, want ServerHello", ErrMalformed, typ)
 	}
 	s := cryptobyte.String(body)
 	var legacy, suite uint16
@@ -53,28 +53,28 @@ func parseServerFirst(b []byte) (serverHello, error) {
 	var compression uint8
 	if !s.ReadUint16(&legacy) || !s.Skip(32) || !s.ReadUint8LengthPrefixed(&sessionID) ||
 		!s.ReadUint16(&suite) || !s.ReadUint8(&compression) {
-		return serverHello{}, fmt.Errorf("%w: short ServerHello", errMalformed)
+		return ServerHello{}, fmt.Errorf("%w: short ServerHello", ErrMalformed)
 	}
-	sh := serverHello{Cipher: cipherName(suite), Result: resultEstablished}
+	sh := ServerHello{Cipher: cipherName(suite), Result: ResultEstablished}
 	version := legacy
 	if !s.Empty() {
 		var exts cryptobyte.String
 		if !s.ReadUint16LengthPrefixed(&exts) {
-			return serverHello{}, fmt.Errorf("%w: ServerHello extensions", errMalformed)
+			return ServerHello{}, fmt.Errorf("%w: ServerHello extensions", ErrMalformed)
 		}
 		for !exts.Empty() {
 			var et uint16
 			var data cryptobyte.String
 			if !exts.ReadUint16(&et) || !exts.ReadUint16LengthPrefixed(&data) {
-				return serverHello{}, fmt.Errorf("%w: ServerHello extension", errMalformed)
+				return ServerHello{}, fmt.Errorf("%w: ServerHello extension", ErrMalformed)
 			}
 			switch et {
-			case extSupportedVers: // RFC 8446 §4.2.1: selected_version
+			case ExtSupportedVers: // RFC 8446 §4.2.1: selected_version
 				var v uint16
 				if data.ReadUint16(&v) {
 					version = v
 				}
-			case extALPN:
+			case ExtALPN:
 				if p, err := parseALPN(data); err == nil && len(p) == 1 {
 					sh.ALPN = p[0]
 				}
