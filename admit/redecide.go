@@ -18,7 +18,9 @@ func (p *Pipeline) Redecide(snap *policy.Snapshot, src netip.Addr, host string, 
 	}
 	d := p.decide(snap, c, host, port)
 	if d.Allowed() && peer.IsValid() {
-		d, _ = p.Check(d, []netip.Addr{peer.Addr()}, int(peer.Port()))
+		// CheckAll of one address, without its slices: a pass decides
+		// every open connection again and must not allocate for each.
+		d = d.Then(p.cfg.Guard.Check(d, peer))
 	}
 	return d
 }
