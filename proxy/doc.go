@@ -11,11 +11,11 @@
 // client-go.
 //
 // Flow, one file per step: accept and read the head (server.go, head.go)
-// → identify and admit (dial.go: admit.Pipeline.Admit) → resolve, guard
-// and dial exactly the checked addresses (dial.go: admit.Pipeline.Route,
-// dialAddrs) → relay: a tunnel (tunnel*.go: first message, TLS and Host
-// checks, server flight) or a forwarded request (forward.go, response.go)
-// → one record (exchange.go). Revalidate (revoke.go) decides open ones
+// → identify and admit (admission.go: admit.Pipeline.Admit) → resolve,
+// guard and dial exactly the checked addresses (dial.go:
+// admit.Pipeline.Route, dialAddrs) → refuse (refusal.go) or relay: a tunnel
+// (tunnel*.go: first message, TLS and Host checks, server flight) or a
+// forwarded request (forward.go, response.go) → one record (exchange.go). Revalidate (revoke.go) decides open ones
 // again with admit.Pipeline.Redecide. docs/architecture.md, "Proxy request
 // flow", has the steps in detail.
 package proxy

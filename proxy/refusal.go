@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/egressd/egressd/policy"
+)
+
+// refusal is why a request gets no connection: a denial (403, 400, 503)
+// or an upstream failure (502/504). reason is what X-Egressd-Reason says:
+// the decision's reason for a denial, the outcome for an upstream failure
+// (resolve-failed, dial-failed, dial-timeout, upstream-error); the record's
+// reason is always the decision's.
+type refusal struct {
+	status int
+	reason string
+	err    error
+}
+
+// deny is the refusal of a denied decision.
+func deny(status int, d policy.Decision, err error) *refusal {
+	return &refusal{status: status, reason: string(d.Reason), err: err}
+}
+
+// upstreamFailure records what went wrong after an allowed decision in the
+// exchange's outcome (the decision stays as it is) and returns its refusal.
+func (ex *exchange) upstreamFailure(status int, outcome string, err error) *refusal {
+	ex.outcome = outcome
+	return failure(status, outcome, err)
+}
+
+// failure is the refusal of an upstream failure: X-Egressd-Reason names
+// the outcome.
+func failure(status int, outcome string, err error) *refusal {
+	return &refusal{status: status, reason: outcome, err: err}
+}
+
+func (r *refusal) Error() string {
+	if r.err != nil {
+		return fmt.Sprintf("%s: %v", r.reason, r.err)
+	}
+	return r.reason
+}
+
+func (r *refusal) Unwrap() error { return r.err }
+
+// writeRefusal answers a refused request: the status, X-Egressd-Reason and a
+// one-line body naming host, pod and reason. Never 407: a policy denial is
+// not an authentication problem, and clients would retry with credentials.
+func writeRefusal(w http.ResponseWriter, ex *exchange, rf *refusal) {
+	body := refusalBody(ex, rf)
+	h := w.Header()
+	h.Set("X-Egressd-Reason", rf.reason)
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(rf.status)
+	_, _ = io.WriteString(w, body)
+	ex.setStatus(rf.status)
+}
+
+// refusalBody is the one-line body of a refusal.
+func refusalBody(ex *exchange, rf *refusal) string {
+	verb := "denied"
+	if rf.status >= 500 {
+		verb = "failed"
+	}
+	return "egressd: " + verb + " " + net.JoinHostPort(ex.host, strconv.Itoa(ex.port)) + " for " + ex.who() + ": " + rf.reason + "\n"
+}
+
+// appendRefusal appends a whole refusal response (for connections that
+// close after it: CONNECT, refused heads, connections over the limit).
+func appendRefusal(b []byte, ex *exchange, rf *refusal) []byte {
+	body := refusalBody(ex, rf)
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(rf.status), 10)
+	b = append(b, ' ')
+	b = append(b, statusText(rf.status)...)
+	b = append(b, "\r\nX-Egressd-Reason: "...)
+	b = append(b, rf.reason...)
+	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	ex.setStatus(rf.status)
+	return b
+}
