@@ -72,15 +72,13 @@ func (p *Proxy) newExchangeFrom(kind string, src netip.Addr) *exchange {
 }
 
 // identify is the one source IP → pod step of every listener: it looks the
-// exchange's source up once and fills the record's client (the pod's
+// exchange's source up once (admit.Pipeline.Identify) and fills the record's client (the pod's
 // identity, or the bare IP of an unknown source). It returns nil for an
 // unknown source.
 func (p *Proxy) identify(ex *exchange) *policy.Client {
 	if !ex.identified {
 		ex.identified = true
-		if c, ok := p.cfg.Identity.Lookup(ex.src); ok {
-			ex.client = c
-		}
+		ex.client = p.adm.Identify(ex.src)
 		ex.rec.Client = audit.ClientOf(ex.src, ex.client)
 	}
 	return ex.client
