@@ -11,6 +11,7 @@ import (
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
@@ -28,7 +29,7 @@ type Lookuper interface {
 // from another goroutine while the exchange runs); done is called once,
 // before the exchange's end record is written.
 type Interim interface {
-	Open(id string, start time.Time, snap func() audit.Record) (done func())
+	Open(id string, start time.Time, snap func() record.Record) (done func())
 }
 
 // HTTPPath is what a plain HTTP record says of the request path

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
@@ -111,7 +111,7 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 			if err == nil {
 				err = errors.New("no addresses")
 			}
-			return nil, ex.upstreamFailure(http.StatusBadGateway, audit.OutcomeResolveFailed, fmt.Errorf("%w: %q: %w", ErrResolve, ex.host, err))
+			return nil, ex.upstreamFailure(http.StatusBadGateway, record.OutcomeResolveFailed, fmt.Errorf("%w: %q: %w", ErrResolve, ex.host, err))
 		}
 		addrs = ans.Addrs
 	}
@@ -166,9 +166,9 @@ func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refus
 		}
 	}
 	if timedOut {
-		return nil, ex.upstreamFailure(http.StatusGatewayTimeout, audit.OutcomeDialTimeout, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...)))
+		return nil, ex.upstreamFailure(http.StatusGatewayTimeout, record.OutcomeDialTimeout, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...)))
 	}
-	return nil, ex.upstreamFailure(http.StatusBadGateway, audit.OutcomeDialFailed, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...)))
+	return nil, ex.upstreamFailure(http.StatusBadGateway, record.OutcomeDialFailed, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...)))
 }
 
 // writeRefusal answers a refused request: the status, X-Egressd-Reason and a

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // Revocation (docs/design.md, "Policy"): a change of policy or identity applies
@@ -206,7 +206,7 @@ func (p *Proxy) watchRequest(ex *exchange, cancel context.CancelFunc, conn net.C
 		w.mu.Unlock()
 		switch {
 		case revoked:
-			ex.dec, ex.outcome = *d, audit.OutcomeRevoked
+			ex.dec, ex.outcome = *d, record.OutcomeRevoked
 			ex.mu.Lock()
 			ex.rec.Error = ErrRevoked.Error()
 			ex.mu.Unlock()

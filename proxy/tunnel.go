@@ -12,6 +12,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // tunnel relays one client connection to one upstream connection and writes
@@ -204,11 +205,11 @@ func (t *tunnel) end() {
 	}
 	switch {
 	case t.revoked:
-		ex.outcome = audit.OutcomeRevoked
+		ex.outcome = record.OutcomeRevoked
 	case t.upstreamSilent && t.hello != nil && t.server == nil:
 		// The upstream closed or reset the handshake before a server
 		// hello: the upstream failed, not the policy nor the client.
-		ex.outcome = audit.OutcomeUpstreamError
+		ex.outcome = record.OutcomeUpstreamError
 	}
 	t.mu.Unlock()
 	ex.finish(t.err)
@@ -217,12 +218,12 @@ func (t *tunnel) end() {
 
 // tlsLocked is the record's tls as far as the tunnel has seen it; nil when
 // nothing was read from the client. t.mu is held.
-func (t *tunnel) tlsLocked() *audit.TLS {
+func (t *tunnel) tlsLocked() *record.TLS {
 	switch {
 	case t.notTLS:
-		return &audit.TLS{Result: resultNotTLS}
+		return &record.TLS{Result: resultNotTLS}
 	case t.hello != nil:
-		tl := &audit.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, ECH: t.hello.ECH, Result: resultNoServerHello}
+		tl := &record.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, ECH: t.hello.ECH, Result: resultNoServerHello}
 		if s := t.server; s != nil {
 			tl.Version, tl.Cipher, tl.ALPN, tl.Result = s.Version, s.Cipher, s.ALPN, s.Result
 		}
@@ -233,7 +234,7 @@ func (t *tunnel) tlsLocked() *audit.TLS {
 
 // snapshot is the tunnel's record as it stands, for an interim record: the
 // decision in force, what was seen of TLS and the bytes so far.
-func (t *tunnel) snapshot() audit.Record {
+func (t *tunnel) snapshot() record.Record {
 	ex := t.ex
 	t.mu.Lock()
 	r := ex.rec

@@ -10,23 +10,23 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/record"
 )
 
-func fullRecord() *audit.Record {
+func fullRecord() *record.Record {
 	rule := 2
 	start := time.Date(2026, 7, 1, 10, 0, 0, 150000000, time.UTC)
-	return &audit.Record{
-		Time: start.Add(1050 * time.Millisecond), Start: start, Event: audit.EventEnd,
-		ID: "0123456789abcdef0123456789abcdef", Kind: audit.KindConnect,
-		Client: audit.Client{IP: "127.0.0.17", Namespace: "llm-prod", Pod: "llm-server-0", ServiceAccount: "llm-server",
-			UID: "0c4f6a2e", Workload: &audit.Workload{Kind: "Deployment", Name: "llm-server"}},
+	return &record.Record{
+		Time: start.Add(1050 * time.Millisecond), Start: start, Event: record.EventEnd,
+		ID: "0123456789abcdef0123456789abcdef", Kind: record.KindConnect,
+		Client: record.Client{IP: "127.0.0.17", Namespace: "llm-prod", Pod: "llm-server-0", ServiceAccount: "llm-server",
+			UID: "0c4f6a2e", Workload: &record.Workload{Kind: "Deployment", Name: "llm-server"}},
 		Host: "models.example.com", Port: 443, Verdict: "allow", WouldDeny: true, Reason: "not-allowlisted",
 		Policy: "llm-prod/llm", Rule: &rule, Purpose: "weights <&> \"quoted\"", Owner: "ml", Mode: "audit", Probe: "p1",
-		DNS:       &audit.DNS{Answers: []string{"203.0.113.10", "2001:db8::1"}, CNAMEs: []string{"x.example."}, TTL: 30, Rcode: "NOERROR", MS: 1.5},
+		DNS:       &record.DNS{Answers: []string{"203.0.113.10", "2001:db8::1"}, CNAMEs: []string{"x.example."}, TTL: 30, Rcode: "NOERROR", MS: 1.5},
 		Peer:      "203.0.113.10:443",
-		TLS:       &audit.TLS{SNI: "models.example.com", Version: "TLS1.3", ALPN: "h2", ClientALPN: []string{"h2", "http/1.1"}, Result: "alert:bad_certificate"},
-		HTTP:      &audit.HTTP{Method: "GET", Status: 302, RedirectHost: "eu1.blob.example.net"},
+		TLS:       &record.TLS{SNI: "models.example.com", Version: "TLS1.3", ALPN: "h2", ClientALPN: []string{"h2", "http/1.1"}, Result: "alert:bad_certificate"},
+		HTTP:      &record.HTTP{Method: "GET", Status: 302, RedirectHost: "eu1.blob.example.net"},
 		BytesSent: 812, BytesReceived: 1 << 40, DurationMS: 1050.25, Outcome: "ok", Count: 3, Error: "e",
 	}
 }
@@ -150,7 +150,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return // NaN and the like: audit cannot write them either
 		}
-		var std audit.Record
+		var std record.Record
 		if err := json.Unmarshal(line, &std); err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,7 @@ package report
 
 import "time"
 
-// Record is the part of an audit record (audit.Record, docs/design.md "Audit
+// Record is the part of an audit record (record.Record, docs/design.md "Audit
 // record") that report and suggest read. Fields absent from a record keep
 // their zero value; Rule is -1 when the record names no rule. Records of
 // the first release lack start, event, outcome, client.uid,
