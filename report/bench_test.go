@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/record"
 )
 
@@ -145,7 +146,7 @@ func benchReport(b *testing.B, tmpl [][]byte, workers int) {
 	cpu0 := cpuTime()
 	for b.Loop() {
 		g := newGenReader(tmpl, n)
-		rd := NewReader(workers)
+		rd := auditlog.NewReader(workers)
 		agg := NewAggregator(Config{}, &rd.Stats)
 		if err := rd.ReadStream(g, agg.Add); err != nil {
 			b.Fatal(err)
@@ -186,11 +187,11 @@ func BenchmarkDecode(b *testing.B) {
 	})
 	b.Run("own", func(b *testing.B) {
 		b.ReportAllocs()
-		d := newDecoder(true)
-		var r Record
+		d := auditlog.NewDecoder(true)
+		var r auditlog.Record
 		i := 0
 		for b.Loop() {
-			if err := d.decode(lines[i%len(lines)], &r); err != nil {
+			if err := d.Decode(lines[i%len(lines)], &r); err != nil {
 				b.Fatal(err)
 			}
 			i++

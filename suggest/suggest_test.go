@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
-	"github.com/egressd/egressd/report"
 )
 
 var t0 = time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
@@ -39,7 +39,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func with(r *record.Record, f func(r *record.Record)) *record.Record { f(r); return r }
 
-func writeRecords(t *testing.T, recs ...*record.Record) []report.Input {
+func writeRecords(t *testing.T, recs ...*record.Record) []auditlog.Input {
 	t.Helper()
 	var buf bytes.Buffer
 	for _, r := range recs {
@@ -53,7 +53,7 @@ func writeRecords(t *testing.T, recs ...*record.Record) []report.Input {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ins, err := report.Inputs([]string{path}, nil)
+	ins, err := auditlog.Inputs([]string{path}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package report
+package auditlog
 
 import "time"
 
@@ -74,14 +74,8 @@ type Workload struct {
 // String returns "Kind/Name".
 func (w Workload) String() string { return w.Kind + "/" + w.Name }
 
-// Record events and verdicts, as audit writes them.
-const (
-	eventEnd     = "end"
-	eventInterim = "interim"
-	kindDNS      = "dns"
-	verdictAllow = "allow"
-	verdictDeny  = "deny"
-)
+// verdictDeny is policy.Deny as audit writes it (auditlog links no policy).
+const verdictDeny = "deny"
 
 // WorkloadOf returns the record's workload: client.workload when the
 // record names it, otherwise the pod itself (kind Pod), since records of
