@@ -89,7 +89,7 @@ func BenchmarkInterimPass(b *testing.B) {
 
 // BenchmarkEncode is the A/B that justifies the hand-written encoder
 // (STYLE.md: hand-written beats a library only with a committed
-// benchmark): encoding/json.Marshal against appendRecord on the same
+// benchmark): encoding/json.Marshal against record.AppendJSON on the same
 // record; FuzzAppendRecord holds their bytes equal.
 func BenchmarkEncode(b *testing.B) {
 	r := benchRecord()

@@ -2,7 +2,7 @@ package suggest
 
 import "github.com/egressd/egressd/auditlog"
 
-// Build reads every input (report's reader: plain, gzip, kubectl --prefix),
+// Build reads every input (auditlog's reader: plain, gzip, kubectl --prefix),
 // merges the records by id and returns the checked suggestions.
 func Build(cfg Config, inputs []auditlog.Input) (*Result, error) {
 	s, err := New(cfg)
