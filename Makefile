@@ -16,8 +16,9 @@ deps: ## test tools: curl, dig, dnsperf, helm, etcd, kube-apiserver (idempotent,
 test: deps lint ## everything CI runs
 	go test $(GO_TEST_FLAGS) ./...
 
-lint: ## gofmt, go vet, package boundaries
+lint: ## gofmt, go vet, a tidy go.mod, package boundaries
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	go vet ./...
 
 bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS, report over 1,000,000 records

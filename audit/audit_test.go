@@ -14,6 +14,7 @@ import (
 
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -75,7 +76,7 @@ func TestLoggerWritesOneLinePerRecord(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := &Record{Kind: KindConnect, Client: ClientOf(netip.MustParseAddr("::ffff:10.244.0.7"),
+			r := &record.Record{Kind: record.KindConnect, Client: ClientOf(netip.MustParseAddr("::ffff:10.244.0.7"),
 				&policy.Client{Namespace: "llm-prod", Pod: "llm-0", ServiceAccount: "llm-server"}), Host: "models.example.com", Port: 443}
 			r.SetDecision(policy.Decision{Verdict: policy.Allow, Reason: policy.ReasonAllowed, Policy: "llm-prod/p", Rule: 0})
 			l.Write(r)
@@ -115,14 +116,14 @@ func TestLoggerWritesOneLinePerRecord(t *testing.T) {
 	}
 
 	bad := New(Config{Writers: []io.Writer{failWriter{}}, Metrics: m})
-	bad.Write(&Record{Kind: KindDNS})
+	bad.Write(&record.Record{Kind: record.KindDNS})
 	if got := testCounter(m.AuditFailed); got != 1 {
 		t.Errorf("failed counter %v", got)
 	}
 }
 
 func TestSetDecisionWithoutRule(t *testing.T) {
-	r := &Record{}
+	r := &record.Record{}
 	var snap *policy.Snapshot
 	c := &policy.Client{Namespace: "ns"}
 	r.SetDecision(snap.Decide(policy.DecideArgs{Client: c, Host: "a.example.com", Port: 443, Mode: policy.ModeAudit}))

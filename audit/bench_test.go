@@ -11,14 +11,15 @@ import (
 
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // benchRecord is a typical DNS record as the resolver writes one per query.
-func benchRecord() *Record {
-	r := &Record{Kind: KindDNS, Host: "n42.bench.test", QType: "A",
+func benchRecord() *record.Record {
+	r := &record.Record{Kind: record.KindDNS, Host: "n42.bench.test", QType: "A",
 		Client: ClientOf(netip.MustParseAddr("10.244.0.7"), &policy.Client{Namespace: "bench", Pod: "dnsperf"})}
 	r.SetDecision(policy.Decision{Verdict: policy.Allow, Reason: policy.ReasonAllowed, Policy: "bench/bench", Rule: 0})
-	r.DNS = &DNS{Answers: []string{"203.0.113.10"}, TTL: 300, Rcode: "NOERROR", MS: 0.042, Cached: true}
+	r.DNS = &record.DNS{Answers: []string{"203.0.113.10"}, TTL: 300, Rcode: "NOERROR", MS: 0.042, Cached: true}
 	r.DurationMS = 0.042
 	return r
 }
@@ -75,9 +76,9 @@ func BenchmarkInterimPass(b *testing.B) {
 	clk := newFakeClock()
 	l := New(Config{Writers: []io.Writer{io.Discard}, Metrics: metrics.New(), Now: clk.Now, AfterFunc: clk.AfterFunc, Interim: time.Minute})
 	tmpl := benchRecord()
-	tmpl.Kind, tmpl.DNS, tmpl.Port, tmpl.Peer = KindConnect, nil, 443, "203.0.113.10:443"
+	tmpl.Kind, tmpl.DNS, tmpl.Port, tmpl.Peer = record.KindConnect, nil, 443, "203.0.113.10:443"
 	for range 10000 {
-		l.Open(NewID(), clk.Now(), func() Record { return *tmpl })
+		l.Open(NewID(), clk.Now(), func() record.Record { return *tmpl })
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -88,12 +89,12 @@ func BenchmarkInterimPass(b *testing.B) {
 
 // BenchmarkEncode is the A/B that justifies the hand-written encoder
 // (STYLE.md: hand-written beats a library only with a committed
-// benchmark): encoding/json.Marshal against appendRecord on the same
+// benchmark): encoding/json.Marshal against record.AppendJSON on the same
 // record; FuzzAppendRecord holds their bytes equal.
 func BenchmarkEncode(b *testing.B) {
 	r := benchRecord()
 	r.Time = time.Date(2026, 11, 30, 1, 2, 3, 456789, time.UTC)
-	r.Start, r.Event, r.ID, r.Outcome = r.Time, EventEnd, NewID(), OutcomeOK
+	r.Start, r.Event, r.ID, r.Outcome = r.Time, record.EventEnd, NewID(), record.OutcomeOK
 	b.Run("stdlib", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -107,7 +108,7 @@ func BenchmarkEncode(b *testing.B) {
 		buf := make([]byte, 0, 1024)
 		for b.Loop() {
 			var err error
-			if buf, err = appendRecord(buf[:0], r); err != nil {
+			if buf, err = record.AppendJSON(buf[:0], r); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,12 +1,11 @@
-// Package audit owns the audit record (docs/design.md, "Audit record") and the
-// logger that writes it as JSON lines, and the redaction of secrets: no
-// query string, userinfo, Authorization, Proxy-Authorization or cookie ever
-// reaches a record.
+// Package audit owns the logger that writes audit records (package record,
+// docs/design.md "Audit record") as JSON lines, and the redaction of
+// secrets: no query string, userinfo, Authorization, Proxy-Authorization or
+// cookie ever reaches a record.
 //
-// The logger is on the DNS server's per-query path, so it encodes without
-// reflection (encode.go: byte for byte what encoding/json gives, held by a
-// fuzz target). File sinks (stdout, the audit file: sink.go) get records
-// in batches, one write(2) per 64 KiB, a record waiting at most 50 ms,
+// The logger is on the DNS server's per-query path, so it encodes with
+// record.AppendJSON (no reflection). File sinks (stdout, the audit file:
+// sink.go) get records in batches, one write(2) per 64 KiB, a record waiting at most 50 ms,
 // written by a goroutine per sink: a request only appends to a bounded
 // buffer and never waits for a disk or a pipe. In-process writers (tests'
 // sinks) get one Write per record, synchronously.
@@ -27,6 +26,6 @@
 // The audit file (file.go) is reopened on SIGHUP for logrotate and may
 // rotate by size through lumberjack, never inside a record.
 //
-// It imports policy (for Decision, Client and the audit-unavailable
-// reason) and metrics; it must not import proxy, resolver, kube or cmd.
+// It imports record (the schema), policy (for Decision, Client and the
+// audit-unavailable reason) and metrics; it must not import proxy, resolver, kube or cmd.
 package audit

@@ -22,6 +22,7 @@ import (
 
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // mountTmpfs mounts a tmpfs of the given size (mount(8)'s size=) on a
@@ -92,8 +93,8 @@ func faultConfig(w io.Writer, m *metrics.Metrics, states sinkStates) Config {
 		OnSinkState: states.callback}
 }
 
-func faultRecord(i int) *Record {
-	return &Record{ID: fmt.Sprintf("r%05d", i), Kind: KindConnect, Host: "models.test", Port: 443,
+func faultRecord(i int) *record.Record {
+	return &record.Record{ID: fmt.Sprintf("r%05d", i), Kind: record.KindConnect, Host: "models.test", Port: 443,
 		Verdict: "allow", Reason: "allowed", Error: strings.Repeat("e", 150)}
 }
 
@@ -363,7 +364,7 @@ func TestStalledWrite(t *testing.T) {
 // hostID returns a record line's id.
 func hostID(t *testing.T, line string) string {
 	t.Helper()
-	var r Record
+	var r record.Record
 	if err := json.Unmarshal([]byte(line), &r); err != nil {
 		t.Fatalf("line %q: %v", line, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/internal/metrics"
+	"github.com/egressd/egressd/record"
 )
 
 // idsInDir reads every file in dir as JSON lines and counts the ids. A
@@ -43,7 +44,7 @@ func idsInDir(t *testing.T, dir string) (map[string]int, int) {
 			t.Fatalf("%s ends inside a record: %q", e.Name(), b[max(0, len(b)-80):])
 		}
 		for _, line := range bytes.Split(bytes.TrimSuffix(b, []byte{'\n'}), []byte{'\n'}) {
-			var r Record
+			var r record.Record
 			if err := json.Unmarshal(line, &r); err != nil {
 				t.Fatalf("%s: line %q: %v", e.Name(), line, err)
 			}
@@ -95,7 +96,7 @@ func TestFileRotationUnderLoad(t *testing.T) {
 						if k := i / (each / (renames + 1)); tc.logrotate && i%(each/(renames+1)) == 0 && k > 0 {
 							<-renamed[k-1]
 						}
-						l.Write(&Record{ID: fmt.Sprintf("g%d-%d", g, i), Kind: KindDNS, Host: "h.test", Error: pad})
+						l.Write(&record.Record{ID: fmt.Sprintf("g%d-%d", g, i), Kind: record.KindDNS, Host: "h.test", Error: pad})
 					}
 				})
 			}

@@ -4,13 +4,15 @@ import (
 	"container/heap"
 	"sync"
 	"time"
+
+	"github.com/egressd/egressd/record"
 )
 
 // openRequest is a request registered with Open.
 type openRequest struct {
 	id    string
 	start time.Time
-	snap  func() Record
+	snap  func() record.Record
 	due   time.Time // of its next interim record
 	idx   int       // in the heap; -1 once done
 
@@ -71,7 +73,7 @@ func noop() {}
 // be called more than once. Interim records are skipped while the file
 // sinks cannot take records (see Available): the next one, or the end
 // record, carries the totals.
-func (l *Logger) Open(id string, start time.Time, snap func() Record) (done func()) {
+func (l *Logger) Open(id string, start time.Time, snap func() record.Record) (done func()) {
 	if l.cfg.Interim <= 0 || snap == nil || id == "" {
 		return noop
 	}
@@ -163,7 +165,7 @@ func (l *Logger) writeInterim(e *openRequest, now time.Time) {
 		return
 	}
 	r := e.snap()
-	r.ID, r.Start, r.Time, r.Event = e.id, e.start, now, EventInterim
+	r.ID, r.Start, r.Time, r.Event = e.id, e.start, now, record.EventInterim
 	if r.DurationMS == 0 {
 		r.DurationMS = float64(now.Sub(e.start)) / float64(time.Millisecond)
 	}

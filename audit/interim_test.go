@@ -12,17 +12,18 @@ import (
 
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/testutil"
+	"github.com/egressd/egressd/record"
 )
 
 // decodeAll parses every line of an in-process sink.
-func decodeAll(t *testing.T, s string) []Record {
+func decodeAll(t *testing.T, s string) []record.Record {
 	t.Helper()
-	var out []Record
+	var out []record.Record
 	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
 		if line == "" {
 			continue
 		}
-		var r Record
+		var r record.Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
@@ -40,9 +41,9 @@ func TestInterimRecords(t *testing.T) {
 	l := interimLogger(clk, buf, time.Minute)
 	start := clk.Now()
 	var sent, received atomic.Int64
-	base := Record{Kind: KindConnect, Host: "models.test", Port: 443, Verdict: "allow", Reason: "allowed", Peer: "127.0.0.1:443"}
+	base := record.Record{Kind: record.KindConnect, Host: "models.test", Port: 443, Verdict: "allow", Reason: "allowed", Peer: "127.0.0.1:443"}
 	id := NewID()
-	done := l.Open(id, start, func() Record {
+	done := l.Open(id, start, func() record.Record {
 		r := base
 		r.BytesSent, r.BytesReceived = sent.Load(), received.Load()
 		return r
@@ -72,7 +73,7 @@ func TestInterimRecords(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := got[i]
-			if r.Event != EventInterim || r.ID != id || !r.Start.Equal(start) || !r.Time.Equal(start.Add(tc.at)) {
+			if r.Event != record.EventInterim || r.ID != id || !r.Start.Equal(start) || !r.Time.Equal(start.Add(tc.at)) {
 				t.Errorf("event %q id %q start %v time %v", r.Event, r.ID, r.Start, r.Time)
 			}
 			if r.BytesSent != tc.sent || r.BytesReceived != tc.rcv || r.DurationMS != float64(tc.at.Milliseconds()) {
@@ -91,7 +92,7 @@ func TestInterimRecords(t *testing.T) {
 	l.Write(&end)
 	clk.Advance(10 * time.Minute)
 	got = decodeAll(t, buf.String())
-	if len(got) != 3 || got[2].Event != EventEnd || got[2].ID != id {
+	if len(got) != 3 || got[2].Event != record.EventEnd || got[2].ID != id {
 		t.Fatalf("after done: want the end record last, have %s", buf.String())
 	}
 	if n := clk.pending(); n != 0 {
@@ -104,10 +105,10 @@ func TestInterimDisabled(t *testing.T) {
 		name     string
 		interval time.Duration
 		id       string
-		snap     func() Record
+		snap     func() record.Record
 	}{
-		{"zero interval", 0, "a", func() Record { return Record{} }},
-		{"no id", time.Minute, "", func() Record { return Record{} }},
+		{"zero interval", 0, "a", func() record.Record { return record.Record{} }},
+		{"no id", time.Minute, "", func() record.Record { return record.Record{} }},
 		{"no snapshot", time.Minute, "a", nil},
 	}
 	for _, tc := range cases {
@@ -132,7 +133,7 @@ func TestInterimManyOpen(t *testing.T) {
 	seen := map[string]int{}
 	var mu sync.Mutex
 	l := New(Config{Metrics: metrics.New(), Now: clk.Now, AfterFunc: clk.AfterFunc, Interim: time.Minute,
-		OnRecord: func(r *Record) {
+		OnRecord: func(r *record.Record) {
 			count.Add(1)
 			mu.Lock()
 			seen[r.ID]++
@@ -144,7 +145,7 @@ func TestInterimManyOpen(t *testing.T) {
 	for i := range n {
 		// Starts spread over the first second, in no particular order.
 		at := start.Add(time.Duration((i*7919)%1000) * time.Millisecond)
-		dones[i] = l.Open(fmt.Sprintf("id-%d", i), at, func() Record { return Record{Kind: KindConnect, BytesSent: int64(i)} })
+		dones[i] = l.Open(fmt.Sprintf("id-%d", i), at, func() record.Record { return record.Record{Kind: record.KindConnect, BytesSent: int64(i)} })
 	}
 	if p := clk.pending(); p != 1 {
 		t.Fatalf("%d timers for %d open requests, want 1", p, n)
@@ -185,7 +186,7 @@ func TestInterimNeverAfterDone(t *testing.T) {
 		l := interimLogger(clk, buf, time.Second)
 		id := fmt.Sprintf("r%d", round)
 		start := clk.Now()
-		done := l.Open(id, start, func() Record { return Record{Kind: KindConnect, Host: "x.test"} })
+		done := l.Open(id, start, func() record.Record { return record.Record{Kind: record.KindConnect, Host: "x.test"} })
 		var wg sync.WaitGroup
 		gate := make(chan struct{})
 		wg.Go(func() {
@@ -195,13 +196,13 @@ func TestInterimNeverAfterDone(t *testing.T) {
 		wg.Go(func() {
 			<-gate
 			done()
-			l.Write(&Record{ID: id, Start: start, Kind: KindConnect, Host: "x.test"})
+			l.Write(&record.Record{ID: id, Start: start, Kind: record.KindConnect, Host: "x.test"})
 		})
 		close(gate)
 		wg.Wait()
 		clk.Advance(time.Minute)
 		got := decodeAll(t, buf.String())
-		if len(got) == 0 || got[len(got)-1].Event != EventEnd {
+		if len(got) == 0 || got[len(got)-1].Event != record.EventEnd {
 			t.Fatalf("round %d: records %s", round, buf.String())
 		}
 		if len(got) > 2 {
@@ -213,11 +214,11 @@ func TestInterimNeverAfterDone(t *testing.T) {
 func TestInterimStopsAtClose(t *testing.T) {
 	clk, buf := newFakeClock(), &testutil.SyncBuffer{}
 	l := interimLogger(clk, buf, time.Second)
-	l.Open("a", clk.Now(), func() Record { return Record{Kind: KindConnect} })
+	l.Open("a", clk.Now(), func() record.Record { return record.Record{Kind: record.KindConnect} })
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l.Open("b", clk.Now(), func() Record { return Record{Kind: KindConnect} })
+	l.Open("b", clk.Now(), func() record.Record { return record.Record{Kind: record.KindConnect} })
 	clk.Advance(time.Minute)
 	if buf.String() != "" {
 		t.Errorf("interim records after Close: %s", buf.String())
@@ -228,12 +229,12 @@ func TestOnRecordSeesEveryRecord(t *testing.T) {
 	clk, buf := newFakeClock(), &testutil.SyncBuffer{}
 	var events []string
 	l := New(Config{Writers: []io.Writer{buf}, Metrics: metrics.New(), Now: clk.Now, AfterFunc: clk.AfterFunc,
-		Interim: time.Second, OnRecord: func(r *Record) { events = append(events, r.Event+":"+r.Reason) }})
-	done := l.Open("a", clk.Now(), func() Record { return Record{Kind: KindConnect, Reason: "allowed"} })
+		Interim: time.Second, OnRecord: func(r *record.Record) { events = append(events, r.Event+":"+r.Reason) }})
+	done := l.Open("a", clk.Now(), func() record.Record { return record.Record{Kind: record.KindConnect, Reason: "allowed"} })
 	clk.Advance(time.Second)
 	done()
-	l.Write(&Record{ID: "a", Kind: KindConnect, Reason: "allowed"})
-	l.Write(&Record{Kind: KindConnect, Reason: "not-allowlisted"})
+	l.Write(&record.Record{ID: "a", Kind: record.KindConnect, Reason: "allowed"})
+	l.Write(&record.Record{Kind: record.KindConnect, Reason: "not-allowlisted"})
 	want := "interim:allowed end:allowed end:not-allowlisted"
 	if got := strings.Join(events, " "); got != want {
 		t.Errorf("OnRecord saw %q, want %q", got, want)

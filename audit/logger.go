@@ -14,6 +14,7 @@ import (
 
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // Defaults applied by New.
@@ -134,7 +135,7 @@ type Config struct {
 	// (end and interim records), synchronously in Write after the record is
 	// queued. It must be cheap and must not call the Logger; r must not be
 	// kept.
-	OnRecord func(r *Record)
+	OnRecord func(r *record.Record)
 	// OnSinkState, when set, is called when the file sinks turn unable to
 	// take records (ok false; err is the last write error, nil for a hang
 	// or a lag) and when they recover (ok true), for the operational log.
@@ -209,7 +210,7 @@ func New(cfg Config) *Logger {
 	l := &Logger{cfg: cfg, healthy: true, reported: true}
 	l.progress.L = &l.mu
 	l.scratch.New = func() any { b := make([]byte, 0, 1024); return &b }
-	l.copies.New = func() any { return new(Record) }
+	l.copies.New = func() any { return new(record.Record) }
 	for _, w := range cfg.Writers {
 		if cfg.FlushInterval < 0 {
 			l.direct = append(l.direct, w)
@@ -244,7 +245,7 @@ func (l *Logger) Available() bool { return l.available.Load() }
 // waiting for them, except after Close: then it waits (at most WaitTimeout)
 // until the record is written, so that a record logged during shutdown (a
 // tunnel cut at the drain deadline) is not lost when the process exits.
-func (l *Logger) Write(r *Record) {
+func (l *Logger) Write(r *record.Record) {
 	if r.Time.IsZero() {
 		r.Time = l.cfg.Now()
 	}
@@ -252,7 +253,7 @@ func (l *Logger) Write(r *Record) {
 		r.Start = r.Time
 	}
 	if r.Event == "" {
-		r.Event = EventEnd
+		r.Event = record.EventEnd
 	}
 	if r.ID == "" {
 		r.ID = NewID()
@@ -261,7 +262,7 @@ func (l *Logger) Write(r *Record) {
 		r.DNS.Answers = []string{}
 	}
 	bp := l.scratch.Get().(*[]byte)
-	line, err := appendRecord((*bp)[:0], r)
+	line, err := record.AppendJSON((*bp)[:0], r)
 	if err != nil {
 		l.cfg.Metrics.AuditFailed.Inc()
 		l.cfg.Metrics.AuditDropped.Inc()
@@ -312,10 +313,10 @@ func (l *Logger) Write(r *Record) {
 	if l.cfg.OnRecord != nil {
 		// A copy from a pool: handing r itself to a function value would
 		// make every caller's record escape to the heap, callback or not.
-		c := l.copies.Get().(*Record)
+		c := l.copies.Get().(*record.Record)
 		*c = *r
 		l.cfg.OnRecord(c)
-		*c = Record{}
+		*c = record.Record{}
 		l.copies.Put(c)
 	}
 	if cap(line) <= 64<<10 { // a huge record's buffer is not kept
@@ -542,27 +543,14 @@ func NewID() string {
 
 // ClientOf returns the record's client for a connection from ip, with the
 // pod's identity when c is not nil.
-func ClientOf(ip netip.Addr, c *policy.Client) Client {
-	out := Client{IP: ip.Unmap().String()}
+func ClientOf(ip netip.Addr, c *policy.Client) record.Client {
+	out := record.Client{IP: ip.Unmap().String()}
 	if c != nil {
 		out.Namespace, out.Pod, out.ServiceAccount = c.Namespace, c.Pod, c.ServiceAccount
 		out.UID = c.UID
 		if c.Workload.Kind != "" {
-			out.Workload = &Workload{Kind: c.Workload.Kind, Name: c.Workload.Name}
+			out.Workload = &record.Workload{Kind: c.Workload.Kind, Name: c.Workload.Name}
 		}
 	}
 	return out
-}
-
-// SetDecision copies a decision into r.
-func (r *Record) SetDecision(d policy.Decision) {
-	r.Verdict = string(d.Verdict)
-	r.WouldDeny = d.WouldDeny
-	r.Reason = string(d.Reason)
-	r.Policy, r.Purpose, r.Owner = d.Policy, d.Purpose, d.Owner
-	r.Rule = nil
-	if d.Policy != "" && d.Rule >= 0 {
-		rule := d.Rule
-		r.Rule = &rule
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/internal/metrics"
+	"github.com/egressd/egressd/record"
 )
 
 func tempFile(t *testing.T, name string) *os.File {
@@ -44,7 +45,7 @@ func readLines(t *testing.T, f *os.File) []string {
 
 func hostOf(t *testing.T, line string) string {
 	t.Helper()
-	var r Record
+	var r record.Record
 	if err := json.Unmarshal([]byte(line), &r); err != nil {
 		t.Fatalf("line %q: %v", line, err)
 	}
@@ -57,7 +58,7 @@ func TestLoggerBatchesFileWriters(t *testing.T) {
 	// An hour: nothing but Flush, a full buffer or Close writes.
 	l := New(Config{Writers: []io.Writer{a, b}, Metrics: m, FlushInterval: time.Hour})
 	for i := range 10 {
-		l.Write(&Record{Kind: KindDNS, Host: fmt.Sprintf("h%d.test", i)})
+		l.Write(&record.Record{Kind: record.KindDNS, Host: fmt.Sprintf("h%d.test", i)})
 	}
 	if lines := readLines(t, a); len(lines) != 0 {
 		t.Fatalf("records written before Flush: %q", lines)
@@ -98,13 +99,13 @@ func TestLoggerFlushesFullBuffer(t *testing.T) {
 	l := New(Config{Writers: []io.Writer{f}, Metrics: metrics.New(), FlushInterval: time.Hour, BufferSize: 2000})
 	defer l.Close()
 	for i := range 4 { // not a full batch yet
-		l.Write(&Record{Kind: KindDNS, Host: fmt.Sprintf("h%d.test", i)})
+		l.Write(&record.Record{Kind: record.KindDNS, Host: fmt.Sprintf("h%d.test", i)})
 	}
 	if fi, _ := f.Stat(); fi.Size() != 0 {
 		t.Fatalf("%d bytes written before the batch was full", fi.Size())
 	}
 	for i := 4; i < 10; i++ {
-		l.Write(&Record{Kind: KindDNS, Host: fmt.Sprintf("h%d.test", i)})
+		l.Write(&record.Record{Kind: record.KindDNS, Host: fmt.Sprintf("h%d.test", i)})
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -127,7 +128,7 @@ func TestLoggerFlushesWhenIdle(t *testing.T) {
 	l := New(Config{Writers: []io.Writer{f}, Metrics: m, FlushInterval: time.Millisecond})
 	defer l.Close()
 	for round := range 3 { // the timer re-arms after each flush
-		l.Write(&Record{Kind: KindDNS, Host: fmt.Sprintf("r%d.test", round)})
+		l.Write(&record.Record{Kind: record.KindDNS, Host: fmt.Sprintf("r%d.test", round)})
 		deadline := time.Now().Add(10 * time.Second)
 		for len(readLines(t, f)) != round+1 {
 			if time.Now().After(deadline) {
@@ -142,7 +143,7 @@ func TestLoggerClose(t *testing.T) {
 	f := tempFile(t, "a")
 	m := metrics.New()
 	l := New(Config{Writers: []io.Writer{f}, Metrics: m, FlushInterval: time.Hour})
-	l.Write(&Record{Kind: KindDNS, Host: "before.test"})
+	l.Write(&record.Record{Kind: record.KindDNS, Host: "before.test"})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestLoggerClose(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	l.Write(&Record{Kind: KindDNS, Host: "after.test"}) // written at once
+	l.Write(&record.Record{Kind: record.KindDNS, Host: "after.test"}) // written at once
 	if lines := readLines(t, f); len(lines) != 2 || hostOf(t, lines[1]) != "after.test" {
 		t.Fatalf("Write after Close: %q", lines)
 	}
@@ -165,7 +166,7 @@ func TestLoggerUnbatched(t *testing.T) {
 	f, buf := tempFile(t, "a"), &bytes.Buffer{}
 	m := metrics.New()
 	l := New(Config{Writers: []io.Writer{f, buf}, Metrics: m, FlushInterval: -1})
-	l.Write(&Record{Kind: KindDNS, Host: "now.test"})
+	l.Write(&record.Record{Kind: record.KindDNS, Host: "now.test"})
 	if lines := readLines(t, f); len(lines) != 1 {
 		t.Fatalf("record not written by Write: %q", lines)
 	}
@@ -182,7 +183,7 @@ func TestLoggerUnbatched(t *testing.T) {
 func TestLoggerInProcessBesideFile(t *testing.T) {
 	f, buf := tempFile(t, "a"), &bytes.Buffer{}
 	l := New(Config{Writers: []io.Writer{f, buf}, Metrics: metrics.New(), FlushInterval: time.Hour})
-	l.Write(&Record{Kind: KindDNS, Host: "now.test"})
+	l.Write(&record.Record{Kind: record.KindDNS, Host: "now.test"})
 	if buf.Len() == 0 {
 		t.Fatal("in-process writer got nothing from Write")
 	}
@@ -212,7 +213,7 @@ func TestLoggerFailingSinkKeepsRecords(t *testing.T) {
 	l := New(Config{Writers: []io.Writer{good, ro}, Metrics: m, FlushInterval: time.Hour,
 		RetryBackoff: time.Millisecond, WaitTimeout: 100 * time.Millisecond})
 	for range 3 {
-		l.Write(&Record{Kind: KindDNS})
+		l.Write(&record.Record{Kind: record.KindDNS})
 	}
 	if err := l.Flush(); err == nil || !strings.HasPrefix(err.Error(), "audit: ") {
 		t.Errorf("Flush error %v, want the write error", err)
@@ -236,7 +237,7 @@ func TestLoggerEncodeFailureCounted(t *testing.T) {
 	f := tempFile(t, "a")
 	m := metrics.New()
 	l := New(Config{Writers: []io.Writer{f}, Metrics: m})
-	l.Write(&Record{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	l.Write(&record.Record{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestLoggerBackpressure(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := range n {
-			l.Write(&Record{Kind: KindDNS, Host: fmt.Sprintf("h%d.test", i), Error: strings.Repeat("x", 100)})
+			l.Write(&record.Record{Kind: record.KindDNS, Host: fmt.Sprintf("h%d.test", i), Error: strings.Repeat("x", 100)})
 		}
 		if err := l.Close(); err != nil {
 			t.Error(err)
@@ -295,7 +296,7 @@ func TestLoggerConcurrentBatched(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 200 {
-				l.Write(&Record{Kind: KindDNS, Host: fmt.Sprintf("g%d-%d.test", g, i)})
+				l.Write(&record.Record{Kind: record.KindDNS, Host: fmt.Sprintf("g%d-%d.test", g, i)})
 				if i%50 == 0 {
 					_ = l.Flush()
 				}

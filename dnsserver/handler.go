@@ -12,6 +12,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
@@ -25,7 +26,7 @@ type query struct {
 	client *policy.Client
 	q      dns.Question
 	host   string // qname lower case, without the trailing dot
-	rec    audit.Record
+	rec    record.Record
 	dec    policy.Decision
 	ede    *dns.EDNS0_EDE
 	res    *resolver.Result // the upstream answer, when one was asked
@@ -56,7 +57,7 @@ type query struct {
 	opt     dns.OPT
 	options [1]dns.EDNS0
 	edeVal  dns.EDNS0_EDE
-	dnsRec  audit.DNS
+	dnsRec  record.DNS
 	answers [4]string
 	hit     resolver.Result // a cache hit's
 }
@@ -80,7 +81,7 @@ func (s *Server) serveQuery(ctx context.Context, qr *query, src netip.Addr, req 
 		return nil
 	}
 	qr.start, qr.src, qr.req, qr.udp = time.Now(), src, req, udp
-	qr.rec = audit.Record{Kind: audit.KindDNS, Start: qr.start, Mode: string(s.cfg.Mode)}
+	qr.rec = record.Record{Kind: record.KindDNS, Start: qr.start, Mode: string(s.cfg.Mode)}
 	if len(req.Question) > 0 {
 		qr.q = req.Question[0]
 		qr.host = strings.TrimSuffix(resolver.LowerASCII(qr.q.Name), ".")

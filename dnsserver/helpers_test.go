@@ -22,6 +22,7 @@ import (
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
@@ -127,14 +128,14 @@ func (a *auditSink) waitFor(t testing.TB, n int) {
 	}
 }
 
-func (a *auditSink) records(t *testing.T) []audit.Record {
+func (a *auditSink) records(t *testing.T) []record.Record {
 	t.Helper()
-	var out []audit.Record
+	var out []record.Record
 	for _, line := range bytes.Split(bytes.TrimSpace([]byte(a.String())), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
-		var r audit.Record
+		var r record.Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("audit line %q: %v", line, err)
 		}
@@ -145,7 +146,7 @@ func (a *auditSink) records(t *testing.T) []audit.Record {
 
 // last returns the last record for host, waiting for it a while: a UDP
 // query's record is written after its answer left (udp.go).
-func (a *auditSink) last(t *testing.T, host string) audit.Record {
+func (a *auditSink) last(t *testing.T, host string) record.Record {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

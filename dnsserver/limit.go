@@ -11,6 +11,7 @@ import (
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // limitListener closes, at accept, a connection from a source IP that holds
@@ -61,7 +62,7 @@ const (
 // refuse counts a refusal over a limit: its metrics now, its record in
 // the client's summary of this second (recordRefusals).
 func (s *Server) refuse(src netip.Addr, over string) {
-	s.refused.Add(limit.Key{Src: src, Kind: audit.KindDNS, Reason: over})
+	s.refused.Add(limit.Key{Src: src, Kind: record.KindDNS, Reason: over})
 	c := s.counters.Get(counterKey{verdict: string(policy.Deny), reason: string(policy.ReasonRateLimited), rcode: rcodeOfRefusal(over)})
 	c.inc()
 }
@@ -79,7 +80,7 @@ func rcodeOfRefusal(over string) int {
 // recordRefusals writes the summary record of count refusals of one client
 // (limit.Summary's Emit): reason rate-limited, outcome refused, the count, and start the first refusal's time.
 func (s *Server) recordRefusals(k limit.Key, count int64, first time.Time) {
-	rec := audit.Record{Kind: audit.KindDNS, Start: first, Mode: string(s.cfg.Mode), Count: count, Outcome: audit.OutcomeRefused}
+	rec := record.Record{Kind: record.KindDNS, Start: first, Mode: string(s.cfg.Mode), Count: count, Outcome: record.OutcomeRefused}
 	c, _ := s.cfg.Identity.Lookup(k.Src)
 	rec.Client = audit.ClientOf(k.Src, c)
 	rec.SetDecision(policy.Denied(policy.ReasonRateLimited))

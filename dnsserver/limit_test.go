@@ -10,14 +10,14 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
 // summaries returns the summary records (count set) of src for reason.
-func summaries(t *testing.T, a *auditSink, src, reason string) []audit.Record {
+func summaries(t *testing.T, a *auditSink, src, reason string) []record.Record {
 	t.Helper()
-	var out []audit.Record
+	var out []record.Record
 	for _, r := range a.records(t) {
 		if r.Count > 0 && r.Client.IP == src && r.Reason == reason {
 			out = append(out, r)

@@ -11,6 +11,7 @@ import (
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
@@ -23,14 +24,14 @@ func (s *Server) record(qr *query, resp *dns.Msg) {
 	r.SetDecision(qr.dec)
 	switch {
 	case !qr.dec.Allowed():
-		r.Outcome = audit.OutcomeRefused
+		r.Outcome = record.OutcomeRefused
 	case qr.err != nil:
-		r.Outcome = audit.OutcomeResolveFailed
+		r.Outcome = record.OutcomeResolveFailed
 	default:
-		r.Outcome = audit.OutcomeOK
+		r.Outcome = record.OutcomeOK
 	}
 	d := &qr.dnsRec
-	*d = audit.DNS{Rcode: resolver.RcodeString(resp.Rcode)}
+	*d = record.DNS{Rcode: resolver.RcodeString(resp.Rcode)}
 	if sv := qr.sv; sv != nil && len(resp.Answer) == len(sv.answer) {
 		// The answer as served, whole: its texts were made with it.
 		d.Answers, d.CNAMEs = sv.answers, sv.cnames
@@ -63,7 +64,7 @@ func (s *Server) record(qr *query, resp *dns.Msg) {
 // as identified.
 func (s *Server) recordMalformed(qr *query, src netip.Addr, resp *dns.Msg) {
 	qr.start, qr.src, qr.udp = time.Now(), src, true
-	qr.rec = audit.Record{Kind: audit.KindDNS, Start: qr.start, Mode: string(s.cfg.Mode)}
+	qr.rec = record.Record{Kind: record.KindDNS, Start: qr.start, Mode: string(s.cfg.Mode)}
 	if c, ok := s.cfg.Identity.Lookup(src); ok {
 		qr.client = c
 	}
@@ -99,7 +100,7 @@ func (c counters) inc() {
 
 func newCounters(m *metrics.Metrics) *metrics.Children[counterKey, counters] {
 	return metrics.NewChildren(func(k counterKey) counters {
-		c := counters{requests: m.Requests.WithLabelValues(audit.KindDNS, k.verdict, k.reason, strconv.FormatBool(k.probe))}
+		c := counters{requests: m.Requests.WithLabelValues(record.KindDNS, k.verdict, k.reason, strconv.FormatBool(k.probe))}
 		if k.rcode != noQuery {
 			c.queries = m.DNSQueries.WithLabelValues(k.verdict, resolver.RcodeString(k.rcode))
 		}

@@ -20,36 +20,11 @@ import (
 	"github.com/egressd/egressd/internal/gopool"
 )
 
-// The UDP server is a fixed set of readers (workers: buffers and a batch),
-// each run by one goroutine looping read → handle → write, instead of
-// miekg's goroutine per packet: a fresh goroutine per query costs a stack
-// growth (the handler needs more than the initial 2 KiB) and a buffer per
-// packet, which was a third of the CPU of a warm-cache query
-// (BenchmarkUDPServer). A reader takes every datagram waiting, up to
-// udpBatch, in one recvmmsg(2) and sends their answers in one sendmmsg(2)
-// (Linux; elsewhere one at a time): under load the system calls are most
-// of the cost of a cached answer, and an idle server still reads and
-// answers one datagram at a time, without waiting for a batch to fill.
-// TCP stays with miekg.
-//
-// A reader never waits on the network while others queue behind it: before
-// a query may block (a cache miss, cluster DNS, transparent lookups), the
-// handler calls query.detach, which hands the worker, with the rest of its
-// batch, to a parked (or new) goroutine; the detached goroutine keeps only
-// the query's own state, answers it with one write of its own, and parks
-// for the next detach. So cached answers keep flowing while upstreams are
-// slow, as with a goroutine per packet, and a miss costs no new buffers:
-// the workers, and their buffers, are only ever udpReaders().
-//
-// One reader at a time may read (it holds the read token, udpServer.tok):
-// reads of one descriptor are serialized anyway (internal/poll holds the
-// descriptor's read lock while it waits in the poller), and a reader that
-// returns from recvmmsg would hand that lock to the next, waking a thread
-// that usually finds nothing: the hand-off was most of an idle server's
-// latency. So a reader keeps the token while it answers a small batch and
-// reads again itself; only a batch of udpShare datagrams or more (load)
-// passes the token on at once, so that another processor reads while this
-// one answers (BenchmarkUDPServer, bench/dns).
+// The UDP server: a fixed set of readers per socket, each reading a batch
+// with one recvmmsg(2) and answering it with one sendmmsg(2), one reader
+// at a time holding the read token (udpServer.tok), a query that must wait
+// on the network detaching to a parked goroutine (query.detach). Why each
+// of these, with the figures: docs/architecture.md, "DNS server".
 
 // udpReadSize is the read buffer of one datagram: queries with EDNS0
 // options can exceed 512 bytes (the size miekg's server was given before).

@@ -2,7 +2,7 @@
 // EgressPolicy objects of one namespace (client-go informers), feeds the
 // identity.Store and the policy snapshot, writes each EgressPolicy's Accepted
 // condition through the status subresource, applies and checks the
-// NetworkPolicies of policy.NetworkPolicies, puts a Warning Event
+// NetworkPolicies of netpol.NetworkPolicies, puts a Warning Event
 // (EgressDenied) on a pod whose request was denied (EventEmitter, fed with
 // audit records), and declares the RBAC rules egressd needs (RoleRules). It
 // embeds the EgressPolicy CRD (crd.yaml, a byte-identical copy of

@@ -17,10 +17,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
+	kuberecord "k8s.io/client-go/tools/record"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // Events on denied pods (issue 9): `kubectl describe pod` shows why an init
@@ -109,8 +109,8 @@ func (c EventConfig) Validate() error {
 // one Event, not one per try.
 type EventEmitter struct {
 	cfg         EventConfig
-	broadcaster record.EventBroadcaster
-	recorder    record.EventRecorder
+	broadcaster kuberecord.EventBroadcaster
+	recorder    kuberecord.EventRecorder
 	closed      atomic.Bool
 
 	mu        sync.Mutex
@@ -130,7 +130,7 @@ func NewEventEmitter(cfg EventConfig) (*EventEmitter, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	b := record.NewBroadcaster()
+	b := kuberecord.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Client.CoreV1().Events("")})
 	return &EventEmitter{
 		cfg:         cfg,
@@ -146,8 +146,8 @@ func NewEventEmitter(cfg EventConfig) (*EventEmitter, error) {
 // the recorder queues (and drops when its queue is full). It is the audit
 // logger's OnRecord hook, called for every record, so it returns at once
 // for the others. Safe for concurrent use; a no-op after Close.
-func (e *EventEmitter) Record(r *audit.Record) {
-	if r == nil || r.Verdict != string(policy.Deny) || r.Probe != "" || r.Event == audit.EventInterim ||
+func (e *EventEmitter) Record(r *record.Record) {
+	if r == nil || r.Verdict != string(policy.Deny) || r.Probe != "" || r.Event == record.EventInterim ||
 		r.Client.Pod == "" || r.Client.Namespace == "" || r.Reason == string(policy.ReasonUnknownClient) {
 		return
 	}
@@ -214,10 +214,10 @@ func (e *EventEmitter) Close() {
 //
 // No path, query, header or error text: only what the record's host, port,
 // kind and reason say, which the pod itself asked for.
-func eventMessage(r *audit.Record, selecting []string) string {
+func eventMessage(r *record.Record, selecting []string) string {
 	var b strings.Builder
 	verb := "denied"
-	if r.Outcome == audit.OutcomeRevoked {
+	if r.Outcome == record.OutcomeRevoked {
 		verb = "closed an open"
 	}
 	b.WriteString("egressd " + verb + " ")
@@ -226,7 +226,7 @@ func eventMessage(r *audit.Record, selecting []string) string {
 		kind = "request"
 	}
 	switch {
-	case r.Kind == audit.KindDNS:
+	case r.Kind == record.KindDNS:
 		b.WriteString("DNS lookup of " + printable(r.Host))
 	case r.Host == "":
 		b.WriteString(kind)

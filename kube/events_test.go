@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/k8stest"
 	"github.com/egressd/egressd/kube"
+	"github.com/egressd/egressd/record"
 )
 
 // fakeClock is the emitter's injected clock: the interval passes when the
@@ -51,12 +51,12 @@ func newEmitter(t *testing.T, client kubernetes.Interface, clock *fakeClock, sel
 
 // denial is the end record of a CONNECT the policy denied, as the proxy
 // writes it.
-func denial(p *corev1.Pod, host string, port int, reason string) *audit.Record {
-	return &audit.Record{
-		Event: audit.EventEnd, Kind: audit.KindConnect, Host: host, Port: port,
-		Verdict: "deny", Reason: reason, Outcome: audit.OutcomeRefused,
-		Client: audit.Client{IP: p.Status.PodIP, Namespace: p.Namespace, Pod: p.Name, ServiceAccount: "default", UID: string(p.UID),
-			Workload: &audit.Workload{Kind: "Pod", Name: p.Name}},
+func denial(p *corev1.Pod, host string, port int, reason string) *record.Record {
+	return &record.Record{
+		Event: record.EventEnd, Kind: record.KindConnect, Host: host, Port: port,
+		Verdict: "deny", Reason: reason, Outcome: record.OutcomeRefused,
+		Client: record.Client{IP: p.Status.PodIP, Namespace: p.Namespace, Pod: p.Name, ServiceAccount: "default", UID: string(p.UID),
+			Workload: &record.Workload{Kind: "Pod", Name: p.Name}},
 	}
 }
 
@@ -131,7 +131,7 @@ func TestEventsOnDeniedPod(t *testing.T) {
 
 	t.Run("dns denial", func(t *testing.T) {
 		r := denial(pod, "dns-exfil.example.com", 0, "not-allowlisted")
-		r.Kind = audit.KindDNS
+		r.Kind = record.KindDNS
 		em.Record(r)
 		ev := waitEvent(t, env.Client, pod, "dns-exfil.example.com")
 		if !strings.HasPrefix(ev.Message, "egressd denied DNS lookup of dns-exfil.example.com: not-allowlisted;") {
@@ -140,7 +140,7 @@ func TestEventsOnDeniedPod(t *testing.T) {
 	})
 	t.Run("revoked connection", func(t *testing.T) {
 		r := denial(pod, "revoked.example.com", 443, "init-only")
-		r.Outcome = audit.OutcomeRevoked
+		r.Outcome = record.OutcomeRevoked
 		em.Record(r)
 		ev := waitEvent(t, env.Client, pod, "revoked.example.com")
 		if !strings.HasPrefix(ev.Message, "egressd closed an open connect to revoked.example.com:443: init-only;") {
@@ -158,17 +158,17 @@ func TestEventsOnlyForDeniedKnownPods(t *testing.T) {
 	em := newEmitter(t, env.Client, &fakeClock{now: time.Unix(0, 0)}, nil)
 	cases := []struct {
 		name string
-		mod  func(*audit.Record)
+		mod  func(*record.Record)
 	}{
-		{"allowed", func(r *audit.Record) { r.Verdict, r.Reason, r.Outcome = "allow", "allowed", audit.OutcomeOK }},
-		{"would deny in audit mode", func(r *audit.Record) { r.Verdict, r.WouldDeny = "allow", true }},
-		{"unknown client", func(r *audit.Record) {
+		{"allowed", func(r *record.Record) { r.Verdict, r.Reason, r.Outcome = "allow", "allowed", record.OutcomeOK }},
+		{"would deny in audit mode", func(r *record.Record) { r.Verdict, r.WouldDeny = "allow", true }},
+		{"unknown client", func(r *record.Record) {
 			r.Reason = "unknown-client"
-			r.Client = audit.Client{IP: "10.244.4.99"}
+			r.Client = record.Client{IP: "10.244.4.99"}
 		}},
-		{"unknown-client reason on a named pod", func(r *audit.Record) { r.Reason = "unknown-client" }},
-		{"probe", func(r *audit.Record) { r.Probe = "metadata-by-ip" }},
-		{"interim", func(r *audit.Record) { r.Event = audit.EventInterim }},
+		{"unknown-client reason on a named pod", func(r *record.Record) { r.Reason = "unknown-client" }},
+		{"probe", func(r *record.Record) { r.Probe = "metadata-by-ip" }},
+		{"interim", func(r *record.Record) { r.Event = record.EventInterim }},
 	}
 	for _, tc := range cases {
 		r := denial(pod, strings.ReplaceAll(tc.name, " ", "-")+".example.com", 443, "not-allowlisted")
@@ -318,7 +318,7 @@ func BenchmarkEventEmitterRecord(b *testing.B) {
 	em.Record(denied)
 	for _, bc := range []struct {
 		name string
-		r    *audit.Record
+		r    *record.Record
 	}{{"allowed", allowed}, {"denied-repeat", denied}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

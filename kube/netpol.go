@@ -10,11 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/netpol"
 )
 
 // ApplyNetworkPolicies server-side applies nps (as built by
-// policy.NetworkPolicies) with field manager "egressd", taking ownership of
+// netpol.NetworkPolicies) with field manager "egressd", taking ownership of
 // the fields it sets (force: egressd is the authority on these objects).
 // It returns the objects as stored.
 func ApplyNetworkPolicies(ctx context.Context, client kubernetes.Interface, nps []networkingv1.NetworkPolicy) ([]networkingv1.NetworkPolicy, error) {
@@ -38,11 +38,11 @@ func ApplyNetworkPolicies(ctx context.Context, client kubernetes.Interface, nps 
 
 // CheckNamespace reads the NetworkPolicies of opts.Namespace and returns
 // every egress path of the workload pods that bypasses egressd
-// (policy.CheckNetworkPolicies).
-func CheckNamespace(ctx context.Context, client kubernetes.Interface, opts policy.NetpolOptions) ([]policy.Bypass, error) {
+// (netpol.Check).
+func CheckNamespace(ctx context.Context, client kubernetes.Interface, opts netpol.Options) ([]netpol.Bypass, error) {
 	l, err := client.NetworkingV1().NetworkPolicies(opts.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("kube: list NetworkPolicies of %s: %w", opts.Namespace, err)
 	}
-	return policy.CheckNetworkPolicies(opts, l.Items), nil
+	return netpol.Check(opts, l.Items), nil
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/egressd/egressd/internal/k8stest"
 	"github.com/egressd/egressd/kube"
-	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/netpol"
 )
 
 // TestNetworkPoliciesOracle applies the emitted NetworkPolicies to the real
@@ -25,7 +25,7 @@ func TestNetworkPoliciesOracle(t *testing.T) {
 	env := k8stest.Shared(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	opts := policy.NetpolOptions{
+	opts := netpol.Options{
 		Namespace:        ns,
 		MetricsNamespace: "monitoring",
 		NodeLocalDNS:     netip.MustParseAddr("10.96.0.10"),
@@ -34,7 +34,7 @@ func TestNetworkPoliciesOracle(t *testing.T) {
 	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	nps := policy.NetworkPolicies(opts)
+	nps := netpol.NetworkPolicies(opts)
 	first, err := kube.ApplyNetworkPolicies(ctx, env.Client, nps)
 	if err != nil {
 		t.Fatalf("server-side apply: %v", err)
@@ -64,7 +64,7 @@ func TestNetworkPoliciesOracle(t *testing.T) {
 	}
 	oracle := matcher.BuildNetworkPolicies(true, ptrs)
 
-	nsLabels := map[string]string{policy.NamespaceNameLabel: ns}
+	nsLabels := map[string]string{netpol.NamespaceNameLabel: ns}
 	pod := func(labels map[string]string, ip string) *matcher.TrafficPeer {
 		return &matcher.TrafficPeer{IP: ip, Internal: &matcher.InternalPeer{Namespace: ns, NamespaceLabels: nsLabels, PodLabels: labels}}
 	}
@@ -72,14 +72,14 @@ func TestNetworkPoliciesOracle(t *testing.T) {
 	// pod without that key, cyclonus v0.5.6 evaluates NotIn as no match, unlike
 	// Kubernetes' own selector semantics, where NotIn matches a missing key;
 	// the real semantics are asserted below with apimachinery's selector.)
-	workload := pod(map[string]string{policy.NameLabel: "llm-server", "app": "llm-server"}, "10.244.0.7")
-	egressd := pod(map[string]string{policy.NameLabel: "egressd"}, "10.244.0.2")
+	workload := pod(map[string]string{netpol.NameLabel: "llm-server", "app": "llm-server"}, "10.244.0.7")
+	egressd := pod(map[string]string{netpol.NameLabel: "egressd"}, "10.244.0.2")
 	kubeDNS := &matcher.TrafficPeer{IP: "10.244.9.9", Internal: &matcher.InternalPeer{Namespace: "kube-system",
-		NamespaceLabels: map[string]string{policy.NamespaceNameLabel: "kube-system"}, PodLabels: map[string]string{"k8s-app": "kube-dns"}}}
+		NamespaceLabels: map[string]string{netpol.NamespaceNameLabel: "kube-system"}, PodLabels: map[string]string{"k8s-app": "kube-dns"}}}
 	otherNS := &matcher.TrafficPeer{IP: "10.244.5.5", Internal: &matcher.InternalPeer{Namespace: "other",
-		NamespaceLabels: map[string]string{policy.NamespaceNameLabel: "other"}, PodLabels: map[string]string{"app": "x"}}}
+		NamespaceLabels: map[string]string{netpol.NamespaceNameLabel: "other"}, PodLabels: map[string]string{"app": "x"}}}
 	prometheus := &matcher.TrafficPeer{IP: "10.244.6.6", Internal: &matcher.InternalPeer{Namespace: "monitoring",
-		NamespaceLabels: map[string]string{policy.NamespaceNameLabel: "monitoring"}, PodLabels: map[string]string{"app": "prometheus"}}}
+		NamespaceLabels: map[string]string{netpol.NamespaceNameLabel: "monitoring"}, PodLabels: map[string]string{"app": "prometheus"}}}
 	ext := func(ip string) *matcher.TrafficPeer { return &matcher.TrafficPeer{IP: ip} }
 
 	cases := []struct {
@@ -100,7 +100,7 @@ func TestNetworkPoliciesOracle(t *testing.T) {
 		{"workload to public IP", workload, ext("203.0.113.10"), 443, corev1.ProtocolTCP, false},
 		{"workload to public IPv6", workload, ext("2001:db8::10"), 443, corev1.ProtocolTCP, false},
 		{"workload to kube-dns", workload, kubeDNS, 53, corev1.ProtocolUDP, false},
-		{"workload to another workload", workload, pod(map[string]string{policy.NameLabel: "db"}, "10.244.0.8"), 5432, corev1.ProtocolTCP, false},
+		{"workload to another workload", workload, pod(map[string]string{netpol.NameLabel: "db"}, "10.244.0.8"), 5432, corev1.ProtocolTCP, false},
 		{"egressd to metadata", egressd, ext("169.254.169.254"), 80, corev1.ProtocolTCP, false},
 		{"egressd to ECS metadata", egressd, ext("169.254.170.2"), 80, corev1.ProtocolTCP, false},
 		{"egressd to Azure WireServer", egressd, ext("168.63.129.16"), 80, corev1.ProtocolTCP, false},
@@ -122,7 +122,7 @@ func TestNetworkPoliciesOracle(t *testing.T) {
 	t.Run("workload selector by Kubernetes semantics", func(t *testing.T) {
 		var sel metav1.LabelSelector
 		for _, np := range stored.Items {
-			if np.Name == policy.NetpolWorkloadsName {
+			if np.Name == netpol.WorkloadsName {
 				sel = np.Spec.PodSelector
 			}
 		}
@@ -133,8 +133,8 @@ func TestNetworkPoliciesOracle(t *testing.T) {
 		for _, c := range []struct {
 			labels map[string]string
 			want   bool
-		}{{nil, true}, {map[string]string{"app": "x"}, true}, {map[string]string{policy.NameLabel: "llm-server"}, true},
-			{map[string]string{policy.NameLabel: "egressd"}, false}} {
+		}{{nil, true}, {map[string]string{"app": "x"}, true}, {map[string]string{netpol.NameLabel: "llm-server"}, true},
+			{map[string]string{netpol.NameLabel: "egressd"}, false}} {
 			if got := s.Matches(labels.Set(c.labels)); got != c.want {
 				t.Errorf("pod labels %v selected = %v, want %v", c.labels, got, c.want)
 			}
@@ -156,7 +156,7 @@ func TestCheckNamespace(t *testing.T) {
 	env := k8stest.Shared(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	opts := policy.NetpolOptions{Namespace: ns}
+	opts := netpol.Options{Namespace: ns}
 
 	found, err := kube.CheckNamespace(ctx, env.Client, opts)
 	if err != nil {
@@ -165,7 +165,7 @@ func TestCheckNamespace(t *testing.T) {
 	if len(found) != 1 || !strings.Contains(found[0].String(), "no egress NetworkPolicy selects every workload pod") {
 		t.Fatalf("empty namespace: %v", found)
 	}
-	if _, err := kube.ApplyNetworkPolicies(ctx, env.Client, policy.NetworkPolicies(opts)); err != nil {
+	if _, err := kube.ApplyNetworkPolicies(ctx, env.Client, netpol.NetworkPolicies(opts)); err != nil {
 		t.Fatal(err)
 	}
 	if found, err = kube.CheckNamespace(ctx, env.Client, opts); err != nil || len(found) != 0 {
@@ -177,7 +177,7 @@ func TestCheckNamespace(t *testing.T) {
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 			Egress: []networkingv1.NetworkPolicyEgressRule{
-				{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{policy.NameLabel: "egressd"}}}}},
+				{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{netpol.NameLabel: "egressd"}}}}},
 				{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}}},
 			},
 		},

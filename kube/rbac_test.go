@@ -19,7 +19,7 @@ import (
 
 	"github.com/egressd/egressd/internal/k8stest"
 	"github.com/egressd/egressd/kube"
-	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/netpol"
 )
 
 // TestRoleYAMLMatchesRules holds config/rbac/role.yaml (which the chart
@@ -159,7 +159,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			return err
 		}},
 		{"apply networkpolicies without --apply rights", func() error {
-			_, err := kube.ApplyNetworkPolicies(ctx, kc, policy.NetworkPolicies(policy.NetpolOptions{Namespace: ns}))
+			_, err := kube.ApplyNetworkPolicies(ctx, kc, netpol.NetworkPolicies(netpol.Options{Namespace: ns}))
 			return err
 		}},
 	}
@@ -173,14 +173,14 @@ func TestRBACLeastPrivilege(t *testing.T) {
 
 	t.Run("apply rights", func(t *testing.T) {
 		akc, _ := serviceAccountClients(t, env, ns, "egressd-apply", kube.RoleRules(true))
-		opts := policy.NetpolOptions{Namespace: ns}
-		if _, err := kube.ApplyNetworkPolicies(ctx, akc, policy.NetworkPolicies(opts)); err != nil {
+		opts := netpol.Options{Namespace: ns}
+		if _, err := kube.ApplyNetworkPolicies(ctx, akc, netpol.NetworkPolicies(opts)); err != nil {
 			t.Fatalf("apply: %v", err)
 		}
 		if found, err := kube.CheckNamespace(ctx, akc, opts); err != nil || len(found) != 0 {
 			t.Fatalf("check: %v %v", found, err)
 		}
-		if err := akc.NetworkingV1().NetworkPolicies(ns).Delete(ctx, policy.NetpolEgressdName, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		if err := akc.NetworkingV1().NetworkPolicies(ns).Delete(ctx, netpol.EgressdName, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 			t.Fatalf("delete networkpolicies: got %v, want Forbidden", err)
 		}
 	})

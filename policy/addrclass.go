@@ -72,7 +72,7 @@ var (
 )
 
 // MetadataAddrs returns every metadata address of the guard (a fresh copy).
-// NeverPrefixes (netpol.go) must cover each; a test holds that line.
+// NeverPrefixes (never.go; package netpol excepts them) must cover each; a test holds that line.
 func MetadataAddrs() []netip.Addr { return append([]netip.Addr(nil), metadataAddrs...) }
 
 // Classify returns the built-in class of a and the reason that class gives

@@ -6,16 +6,26 @@
 // `egressd explain` (explain.go), the address guard (guard.go,
 // addrclass.go), lint findings for `egressd check` (lint.go,
 // lint_hosts.go, private_suffixes.go generated from the Public Suffix
-// List) and NetworkPolicy generation (netpol*.go).
+// List), and the never ranges (never.go) that package netpol excepts from
+// every NetworkPolicy ipBlock it emits.
 //
 // The package is pure: data in, decisions out. It does no I/O, keeps no
 // global state, logs nothing, and must not import client-go, net/http, any
 // logging or metrics package, or any other package of this module. Its
-// imports are the standard library, k8s.io/apimachinery (LabelSelector,
-// name validation), k8s.io/api types (NetworkPolicy generation),
-// sigs.k8s.io/yaml and sigs.k8s.io/json (strict,
-// case-sensitive decoding, as kube-apiserver does), and golang.org/x/net
-// idna and publicsuffix. internal/archtest holds that line.
+// imports are the standard library, k8s.io/apimachinery, sigs.k8s.io/yaml
+// and sigs.k8s.io/json (strict, case-sensitive decoding, as kube-apiserver
+// does), and golang.org/x/net idna and publicsuffix; nothing of k8s.io/api
+// (NetworkPolicy generation and its check are package netpol).
+// internal/archtest holds that line.
+//
+// apimachinery stays, for one reason: podSelector is a Kubernetes
+// LabelSelector, and a rule must select exactly the pods the API server,
+// kubectl and NetworkPolicy select with it. metav1.LabelSelector is the
+// field's type, labels.Selector its matching (In, NotIn, Exists,
+// DoesNotExist, the value syntax and its validation), util/validation the
+// DNS-1123 and label-value checks. Dropping it would mean a hand-written
+// copy of those semantics, which is the divergence this package exists to
+// prevent; apimachinery is data and functions, with no client and no I/O.
 //
 // # Host patterns
 //

@@ -242,7 +242,7 @@ func TestIsMetadataName(t *testing.T) {
 	}
 }
 
-// TestNeverPrefixesMatchGuard holds the NetworkPolicy excepts (netpol.go)
+// TestNeverPrefixesMatchGuard holds the NetworkPolicy excepts (never.go, package netpol)
 // and the guard to one list: every metadata address is excepted, and every
 // excepted range is never-class at both ends.
 func TestNeverPrefixesMatchGuard(t *testing.T) {

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/proxy/internal/sniff"
+	"github.com/egressd/egressd/record"
 )
 
 // helloWithSNI returns a real ClientHello (Go's, no SNI) with a
@@ -166,7 +166,7 @@ func TestAdversarialSNIListener(t *testing.T) {
 			if got := n > 0; got != tc.relayed {
 				t.Fatalf("relayed %v, want %v", got, tc.relayed)
 			}
-			if r.Kind != audit.KindSNI || r.Reason != tc.reason {
+			if r.Kind != record.KindSNI || r.Reason != tc.reason {
 				t.Fatalf("record kind %q reason %q error %q, want %q", r.Kind, r.Reason, r.Error, tc.reason)
 			}
 			if !tc.relayed && e.dials.Load() != before {
@@ -247,19 +247,19 @@ func TestAdversarialExhaustion(t *testing.T) {
 		}
 		t.Run("one summary record per kind", func(t *testing.T) {
 			e.p.overLimit.Flush()
-			kinds := map[string]audit.Record{}
+			kinds := map[string]record.Record{}
 			for range 2 {
 				r := e.sink.next(t)
 				kinds[r.Kind] = r
 			}
-			for _, kind := range []string{audit.KindHTTP, audit.KindSNI} {
+			for _, kind := range []string{record.KindHTTP, record.KindSNI} {
 				r := kinds[kind]
-				if r.Verdict != "deny" || r.Reason != "rate-limited" || r.Outcome != audit.OutcomeRefused || r.Count != extra || r.Client.Pod != "llm-0" {
+				if r.Verdict != "deny" || r.Reason != "rate-limited" || r.Outcome != record.OutcomeRefused || r.Count != extra || r.Client.Pod != "llm-0" {
 					t.Fatalf("%s summary %+v", kind, r)
 				}
 			}
-			if kinds[audit.KindHTTP].HTTP == nil || kinds[audit.KindHTTP].HTTP.Status != 429 {
-				t.Fatalf("http summary %+v", kinds[audit.KindHTTP].HTTP)
+			if kinds[record.KindHTTP].HTTP == nil || kinds[record.KindHTTP].HTTP.Status != 429 {
+				t.Fatalf("http summary %+v", kinds[record.KindHTTP].HTTP)
 			}
 		})
 		t.Run("another client is still served", func(t *testing.T) {

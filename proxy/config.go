@@ -11,6 +11,7 @@ import (
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // Lookuper resolves a destination name for the dialer: the admission
@@ -26,7 +27,7 @@ type Lookuper = admit.Lookuper
 // from another goroutine while the exchange runs); done is called once,
 // before the exchange's end record is written.
 type Interim interface {
-	Open(id string, start time.Time, snap func() audit.Record) (done func())
+	Open(id string, start time.Time, snap func() record.Record) (done func())
 }
 
 // HTTPPath is what a plain HTTP record says of the request path

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 func curl(t *testing.T, args ...string) (string, string, error) {
@@ -41,9 +41,9 @@ func TestConnectCurlAllowedWithRecord(t *testing.T) {
 		name string
 		ok   bool
 	}{
-		{"kind", r.Kind == audit.KindConnect},
+		{"kind", r.Kind == record.KindConnect},
 		{"client", r.Client.IP == podIP && r.Client.Namespace == "llm-prod" && r.Client.Pod == "llm-0" && r.Client.ServiceAccount == "llm-server"},
-		{"workload", r.Client.Workload != nil && *r.Client.Workload == audit.Workload{Kind: "Pod", Name: "llm-0"}},
+		{"workload", r.Client.Workload != nil && *r.Client.Workload == record.Workload{Kind: "Pod", Name: "llm-0"}},
 		{"host", r.Host == "models.test" && r.Port == e.tlsPort},
 		{"verdict", r.Verdict == "allow" && !r.WouldDeny && r.Reason == "allowed"},
 		{"policy", r.Policy == "llm-prod/llm-bootstrap" && r.Rule != nil && *r.Rule == 0},
@@ -143,7 +143,7 @@ func TestConnectRefusals(t *testing.T) {
 				t.Fatal("a refused request dialled")
 			}
 			r := e.sink.next(t)
-			if r.Verdict != "deny" || r.Reason != tc.reason || r.Kind != audit.KindConnect {
+			if r.Verdict != "deny" || r.Reason != tc.reason || r.Kind != record.KindConnect {
 				t.Fatalf("record %+v", r)
 			}
 		})
@@ -357,7 +357,7 @@ func TestConnectLogsNothing(t *testing.T) {
 		// The client closes with the server's session tickets unread, so
 		// the kernel may answer with a reset: an honest error in the
 		// record, not a log line.
-		if r := e.sink.next(t); r.Kind != audit.KindConnect || r.Verdict != "allow" ||
+		if r := e.sink.next(t); r.Kind != record.KindConnect || r.Verdict != "allow" ||
 			(r.Error != "" && !strings.Contains(r.Error, "reset")) {
 			t.Fatalf("record %d: kind %q verdict %q error %q", i, r.Kind, r.Verdict, r.Error)
 		}

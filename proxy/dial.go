@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/admit"
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // hop is what the route and dial steps of one request leave for its
@@ -40,7 +40,7 @@ func (p *Proxy) connect(ctx context.Context, d policy.Decision, host string, por
 		h.rf = deny(http.StatusForbidden, r.Decision, fmt.Errorf("%w: %q: %w", ErrDenied, host, why))
 		return nil, h
 	case r.Err != nil:
-		h.outcome = audit.OutcomeResolveFailed
+		h.outcome = record.OutcomeResolveFailed
 		h.rf = failure(http.StatusBadGateway, h.outcome, fmt.Errorf("%w: %q: %w", ErrResolve, host, r.Err))
 		return nil, h
 	}
@@ -50,10 +50,10 @@ func (p *Proxy) connect(ctx context.Context, d policy.Decision, host string, por
 		h.peer = peer
 		return c, h
 	case timedOut:
-		h.outcome = audit.OutcomeDialTimeout
+		h.outcome = record.OutcomeDialTimeout
 		h.rf = failure(http.StatusGatewayTimeout, h.outcome, err)
 	default:
-		h.outcome = audit.OutcomeDialFailed
+		h.outcome = record.OutcomeDialFailed
 		h.rf = failure(http.StatusBadGateway, h.outcome, err)
 	}
 	return nil, h

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/record"
 )
 
 // TestShutdownWaitsForStreamingHTTP: a plain HTTP response whose origin
@@ -86,11 +86,11 @@ func TestConnectCutWhileDialling(t *testing.T) {
 	}
 	select {
 	case l := <-e.sink.lines:
-		var r audit.Record
+		var r record.Record
 		if err := json.Unmarshal(l, &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Kind != audit.KindConnect || r.Outcome != audit.OutcomeDrained || r.Verdict != "allow" || r.Reason != "allowed" {
+		if r.Kind != record.KindConnect || r.Outcome != record.OutcomeDrained || r.Verdict != "allow" || r.Reason != "allowed" {
 			t.Fatalf("record %s", l)
 		}
 	default:
@@ -137,11 +137,11 @@ func TestSNICutWhileDialling(t *testing.T) {
 	}
 	select {
 	case l := <-e.sink.lines:
-		var r audit.Record
+		var r record.Record
 		if err := json.Unmarshal(l, &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Kind != audit.KindSNI || r.Outcome != audit.OutcomeDrained || r.Verdict != "allow" || r.Reason != "allowed" {
+		if r.Kind != record.KindSNI || r.Outcome != record.OutcomeDrained || r.Verdict != "allow" || r.Reason != "allowed" {
 			t.Fatalf("record %s", l)
 		}
 	default:

@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/crypto/cryptobyte"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy/internal/sniff"
+	"github.com/egressd/egressd/record"
 )
 
 // echFront is a TLS server that accepts Encrypted Client Hello: its public
@@ -167,7 +167,7 @@ func TestECH(t *testing.T) {
 						t.Fatal("the SNI listener dialled for a refused hello")
 					}
 				}
-				if listener == "sni" && r.Kind != audit.KindSNI || listener == "connect" && r.Kind != audit.KindConnect {
+				if listener == "sni" && r.Kind != record.KindSNI || listener == "connect" && r.Kind != record.KindConnect {
 					t.Fatalf("kind %q", r.Kind)
 				}
 			})

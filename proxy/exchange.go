@@ -14,13 +14,14 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
 // exchange is one request or tunnel from admission to its audit record.
 type exchange struct {
 	p      *Proxy
-	rec    audit.Record
+	rec    record.Record
 	start  time.Time
 	src    netip.Addr
 	client *policy.Client
@@ -30,7 +31,7 @@ type exchange struct {
 	// admission, then replaced only through decide (policy.Decision.Then).
 	// Tunnels, revocation and forwarded requests all hold this one.
 	dec policy.Decision
-	// outcome is what happened after the decision (audit.Outcome*); empty
+	// outcome is what happened after the decision (record.Outcome*); empty
 	// means refused for a denial and ok otherwise (see outcomeOf).
 	outcome string
 	host    string // normalized destination (or raw, when invalid)
@@ -189,7 +190,7 @@ func (ex *exchange) setError(err string) {
 
 // snapshot is the record as it stands, for an interim record: a copy, with
 // the bytes so far and the decision in force.
-func (ex *exchange) snapshot() audit.Record {
+func (ex *exchange) snapshot() record.Record {
 	ex.mu.Lock()
 	r := ex.rec
 	dec := ex.decisionLocked()
@@ -207,7 +208,7 @@ func (ex *exchange) snapshot() audit.Record {
 
 // setDNS copies what the record shows of a lookup.
 func (ex *exchange) setDNS(a resolver.Answer) {
-	d := &audit.DNS{
+	d := &record.DNS{
 		Answers:  make([]string, 0, len(a.Addrs)),
 		CNAMEs:   a.CNAMEs,
 		TTL:      a.TTL,
@@ -265,16 +266,16 @@ func (ex *exchange) finish(err error) {
 // timeout, drain cut), else ok.
 func (ex *exchange) outcomeOf(dec policy.Decision, err error) string {
 	switch {
-	case ex.outcome == audit.OutcomeRevoked:
+	case ex.outcome == record.OutcomeRevoked:
 		return ex.outcome
 	case !dec.Allowed():
-		return audit.OutcomeRefused
+		return record.OutcomeRefused
 	case ex.outcome != "":
 		return ex.outcome
 	case errors.Is(err, ErrIdle):
-		return audit.OutcomeIdleTimeout
+		return record.OutcomeIdleTimeout
 	case errors.Is(err, ErrCut):
-		return audit.OutcomeDrained
+		return record.OutcomeDrained
 	}
-	return audit.OutcomeOK
+	return record.OutcomeOK
 }

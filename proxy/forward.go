@@ -17,6 +17,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // forwarder relays plain HTTP requests (absolute-form on the proxy
@@ -165,7 +166,7 @@ func (f *forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err err
 		if isTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
 			status = http.StatusGatewayTimeout
 		}
-		rf = ex.upstreamFailure(status, audit.OutcomeUpstreamError, fmt.Errorf("%w: %w", ErrUpstream, err))
+		rf = ex.upstreamFailure(status, record.OutcomeUpstreamError, fmt.Errorf("%w: %w", ErrUpstream, err))
 	}
 	ex.setError(err.Error())
 	writeRefusal(w, ex, rf)
@@ -196,9 +197,9 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 }
 
 // httpOf returns h (or a new one) with the status set.
-func httpOf(h *audit.HTTP, status int) *audit.HTTP {
+func httpOf(h *record.HTTP, status int) *record.HTTP {
 	if h == nil {
-		h = &audit.HTTP{}
+		h = &record.HTTP{}
 	}
 	h.Status = status
 	return h
@@ -265,10 +266,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, ho
 	defer func() {
 		ex.rec.BytesSent, ex.rec.BytesReceived = ex.sent.Load(), ex.recv.Load()
 		if ex.idle.fired.Load() {
-			ex.outcome = audit.OutcomeIdleTimeout
+			ex.outcome = record.OutcomeIdleTimeout
 			ex.rec.Error = ErrIdle.Error()
 		} else if err := ex.upstreamErr(); err != nil && ex.outcome == "" && r.Context().Err() == nil {
-			ex.outcome = audit.OutcomeUpstreamError
+			ex.outcome = record.OutcomeUpstreamError
 			ex.rec.Error = audit.RedactText(fmt.Errorf("%w: %w", ErrUpstream, err).Error())
 		}
 	}()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // connectEstablished is the answer to an admitted CONNECT (RFC 9110 §9.3.6).
@@ -22,8 +23,8 @@ var connectEstablished = []byte("HTTP/1.1 200 Connection established\r\n\r\n")
 // (and its limit slot) over; the connection's reader has then gone back to
 // its pool already.
 func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijacked bool) {
-	ex := p.newExchangeFrom(audit.KindConnect, hc.src)
-	ex.rec.HTTP = &audit.HTTP{Method: http.MethodConnect}
+	ex := p.newExchangeFrom(record.KindConnect, hc.src)
+	ex.rec.HTTP = &record.HTTP{Method: http.MethodConnect}
 	ex.rec.Probe = head.probe
 	refuse := func(rf *refusal) (bool, bool) {
 		_, _ = hc.c.Write(appendRefusal(nil, ex, rf))
@@ -52,7 +53,7 @@ func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijac
 	up, rf := p.dialGuarded(p.cutCtx, ex)
 	if rf != nil {
 		if ex.decision().Allowed() && p.cutCtx.Err() != nil {
-			ex.outcome = audit.OutcomeDrained // the drain deadline ended the dial
+			ex.outcome = record.OutcomeDrained // the drain deadline ended the dial
 		}
 		return refuse(rf)
 	}
@@ -61,7 +62,7 @@ func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijac
 	t.upstream = up
 	if !p.track(t) {
 		up.Close()
-		return refuse(ex.upstreamFailure(http.StatusServiceUnavailable, audit.OutcomeDrained, ErrClosed))
+		return refuse(ex.upstreamFailure(http.StatusServiceUnavailable, record.OutcomeDrained, ErrClosed))
 	}
 	t.release = hc.release // the tunnel frees the slot with the connection
 	hc.s.forget(hc)
@@ -95,9 +96,9 @@ func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijac
 // connection may carry another request; readerFree whether no body read
 // can still be in flight on its reader.
 func (p *Proxy) serveRequest(hc *httpConn, head *requestHead) (keep, readerFree bool) {
-	ex := p.newExchangeFrom(audit.KindHTTP, hc.src)
+	ex := p.newExchangeFrom(record.KindHTTP, hc.src)
 	ex.rec.Probe = head.probe
-	ex.rec.HTTP = &audit.HTTP{Method: head.method}
+	ex.rec.HTTP = &record.HTTP{Method: head.method}
 	// The body has no deadline (as with net/http's ReadTimeout 0): an
 	// upload takes what it takes.
 	_ = hc.c.SetReadDeadline(time.Time{})
@@ -160,7 +161,7 @@ func (p *Proxy) serveRequest(hc *httpConn, head *requestHead) (keep, readerFree 
 	case cut:
 		// Still running at the drain deadline: whatever failed followed
 		// from the cut.
-		ex.outcome = audit.OutcomeDrained
+		ex.outcome = record.OutcomeDrained
 		ex.rec.Error = ErrCut.Error()
 	case v == http.ErrAbortHandler:
 		// ReverseProxy's way to say the response could not be completed.

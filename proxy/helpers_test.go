@@ -30,6 +30,7 @@ import (
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
@@ -77,18 +78,18 @@ func (s *auditSink) bytes() []byte {
 
 // next returns the next record; the timeout only turns a hang into a
 // failure, it synchronizes nothing.
-func (s *auditSink) next(t *testing.T) audit.Record {
+func (s *auditSink) next(t *testing.T) record.Record {
 	t.Helper()
 	select {
 	case l := <-s.lines:
-		var r audit.Record
+		var r record.Record
 		if err := json.Unmarshal(l, &r); err != nil {
 			t.Fatalf("record %s: %v", l, err)
 		}
 		return r
 	case <-time.After(15 * time.Second):
 		t.Fatal("no audit record")
-		return audit.Record{}
+		return record.Record{}
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/record"
 )
 
 func TestForwardAbsoluteForm(t *testing.T) {
@@ -45,7 +45,7 @@ func TestForwardAbsoluteForm(t *testing.T) {
 	})
 	r := e.sink.next(t)
 	t.Run("record", func(t *testing.T) {
-		if r.Kind != audit.KindHTTP || r.Verdict != "allow" || r.Reason != "allowed" || r.Outcome != audit.OutcomeOK ||
+		if r.Kind != record.KindHTTP || r.Verdict != "allow" || r.Reason != "allowed" || r.Outcome != record.OutcomeOK ||
 			r.HTTP == nil || r.HTTP.Method != "GET" || r.HTTP.Path != "" || r.HTTP.Status != 200 || r.Peer == "" || r.BytesReceived == 0 {
 			t.Fatalf("record %+v http %+v", r, r.HTTP)
 		}
@@ -183,7 +183,7 @@ func TestTransparentHTTPDecidesEachRequest(t *testing.T) {
 				<-e.seen
 			}
 			r := e.sink.next(t)
-			if r.Kind != audit.KindHTTP || r.Reason != tc.reason || r.Port != e.httpPort || r.HTTP.Path != "" {
+			if r.Kind != record.KindHTTP || r.Reason != tc.reason || r.Port != e.httpPort || r.HTTP.Path != "" {
 				t.Fatalf("record %+v", r)
 			}
 		})
@@ -209,7 +209,7 @@ func TestTransparentSNI(t *testing.T) {
 			t.Fatalf("body %d bytes", len(out))
 		}
 		r := e.sink.next(t)
-		if r.Kind != audit.KindSNI || r.Verdict != "allow" || r.Host != "models.test" || r.Port != e.tlsPort ||
+		if r.Kind != record.KindSNI || r.Verdict != "allow" || r.Host != "models.test" || r.Port != e.tlsPort ||
 			r.TLS == nil || r.TLS.SNI != "models.test" || r.TLS.Result != "established" || r.BytesReceived < int64(len(weights)) {
 			t.Fatalf("record %+v tls %+v", r, r.TLS)
 		}
@@ -221,7 +221,7 @@ func TestTransparentSNI(t *testing.T) {
 			t.Fatal("curl succeeded")
 		}
 		r := e.sink.next(t)
-		if r.Kind != audit.KindSNI || r.Verdict != "deny" || r.Reason != "not-allowlisted" {
+		if r.Kind != record.KindSNI || r.Verdict != "deny" || r.Reason != "not-allowlisted" {
 			t.Fatalf("record %+v", r)
 		}
 	})

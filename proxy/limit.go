@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // tooManyConns is the answer to an HTTP client over its limit (RFC 6585
@@ -47,8 +47,8 @@ func (p *Proxy) emitOverLimit(k limit.Key, count int64, first time.Time) {
 	ex.start, ex.rec.Start = first, first
 	ex.decide(policy.Denied(policy.ReasonRateLimited))
 	ex.rec.Count = count
-	if k.Kind != audit.KindSNI {
-		ex.rec.HTTP = &audit.HTTP{Status: http.StatusTooManyRequests}
+	if k.Kind != record.KindSNI {
+		ex.rec.HTTP = &record.HTTP{Status: http.StatusTooManyRequests}
 	}
 	ex.rec.Error = "over " + strconv.Itoa(p.cfg.MaxConnsPerClient) + " open connections from this client"
 	ex.finish(nil)

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/testutil"
+	"github.com/egressd/egressd/record"
 )
 
 // startBadOrigin serves on 127.0.0.1 what a failing origin does with each
@@ -74,16 +74,16 @@ func TestUpstreamFailureOutcomes(t *testing.T) {
 		status  int
 		outcome string
 	}{
-		{"CONNECT to a closed port", "connect", closed, false, 502, audit.OutcomeDialFailed},
-		{"CONNECT whose connect times out", "connect", e.tlsPort, true, 504, audit.OutcomeDialTimeout},
-		{"absolute-form to a closed port", "http", closed, false, 502, audit.OutcomeDialFailed},
-		{"absolute-form whose connect times out", "http", e.httpPort, true, 504, audit.OutcomeDialTimeout},
-		{"absolute-form, origin closes before answering", "http", closing, false, 502, audit.OutcomeUpstreamError},
-		{"absolute-form, origin never answers", "http", silent, false, 504, audit.OutcomeUpstreamError},
-		{"Host listener to a closed port", "host", closed, false, 502, audit.OutcomeDialFailed},
-		{"Host listener whose connect times out", "host", e.httpPort, true, 504, audit.OutcomeDialTimeout},
-		{"Host listener, origin closes before answering", "host", closing, false, 502, audit.OutcomeUpstreamError},
-		{"Host listener, origin never answers", "host", silent, false, 504, audit.OutcomeUpstreamError},
+		{"CONNECT to a closed port", "connect", closed, false, 502, record.OutcomeDialFailed},
+		{"CONNECT whose connect times out", "connect", e.tlsPort, true, 504, record.OutcomeDialTimeout},
+		{"absolute-form to a closed port", "http", closed, false, 502, record.OutcomeDialFailed},
+		{"absolute-form whose connect times out", "http", e.httpPort, true, 504, record.OutcomeDialTimeout},
+		{"absolute-form, origin closes before answering", "http", closing, false, 502, record.OutcomeUpstreamError},
+		{"absolute-form, origin never answers", "http", silent, false, 504, record.OutcomeUpstreamError},
+		{"Host listener to a closed port", "host", closed, false, 502, record.OutcomeDialFailed},
+		{"Host listener whose connect times out", "host", e.httpPort, true, 504, record.OutcomeDialTimeout},
+		{"Host listener, origin closes before answering", "host", closing, false, 502, record.OutcomeUpstreamError},
+		{"Host listener, origin never answers", "host", silent, false, 504, record.OutcomeUpstreamError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inner := e.p.dial
@@ -121,8 +121,8 @@ func TestUpstreamFailureOutcomes(t *testing.T) {
 		c, resp := f.connect(podIP, "nx.test:443")
 		c.Close()
 		r := f.sink.next(t)
-		if resp.StatusCode != 502 || resp.Header.Get("X-Egressd-Reason") != audit.OutcomeResolveFailed ||
-			r.Verdict != "allow" || r.Reason != "allowed" || r.Outcome != audit.OutcomeResolveFailed || f.dials.Load() != 0 {
+		if resp.StatusCode != 502 || resp.Header.Get("X-Egressd-Reason") != record.OutcomeResolveFailed ||
+			r.Verdict != "allow" || r.Reason != "allowed" || r.Outcome != record.OutcomeResolveFailed || f.dials.Load() != 0 {
 			t.Fatalf("status %d record %+v", resp.StatusCode, r)
 		}
 	})
@@ -133,16 +133,16 @@ func TestUpstreamFailureOutcomes(t *testing.T) {
 func TestOutcomeOfServedAndRefused(t *testing.T) {
 	e := newEnv(t, envOpt{})
 	resp := rawRequest(t, e.addr, fmt.Sprintf("GET http://models.test:%d/small HTTP/1.1\r\nHost: x\r\n\r\n", e.httpPort))
-	if r := e.sink.next(t); resp.StatusCode != 200 || r.Outcome != audit.OutcomeOK {
+	if r := e.sink.next(t); resp.StatusCode != 200 || r.Outcome != record.OutcomeOK {
 		t.Fatalf("status %d record %+v", resp.StatusCode, r)
 	}
 	resp = rawRequest(t, e.addr, fmt.Sprintf("GET http://evil.test:%d/small HTTP/1.1\r\nHost: x\r\n\r\n", e.httpPort))
-	if r := e.sink.next(t); resp.StatusCode != 403 || r.Outcome != audit.OutcomeRefused || r.Verdict != "deny" {
+	if r := e.sink.next(t); resp.StatusCode != 403 || r.Outcome != record.OutcomeRefused || r.Verdict != "deny" {
 		t.Fatalf("status %d record %+v", resp.StatusCode, r)
 	}
 	a := newEnv(t, envOpt{mode: "audit"})
 	resp = rawRequest(t, a.addr, fmt.Sprintf("GET http://evil.test:%d/small HTTP/1.1\r\nHost: x\r\n\r\n", a.httpPort))
-	if r := a.sink.next(t); resp.StatusCode != 200 || r.Outcome != audit.OutcomeOK || !r.WouldDeny {
+	if r := a.sink.next(t); resp.StatusCode != 200 || r.Outcome != record.OutcomeOK || !r.WouldDeny {
 		t.Fatalf("status %d record %+v", resp.StatusCode, r)
 	}
 }
@@ -185,7 +185,7 @@ func TestUpstreamFailsInsideBody(t *testing.T) {
 				t.Fatalf("a cut body looks whole: %q", b)
 			}
 			r := e.sink.next(t)
-			if r.Outcome != audit.OutcomeUpstreamError || r.Verdict != "allow" || r.Reason != "allowed" || r.BytesReceived != 10 || r.Error == "" {
+			if r.Outcome != record.OutcomeUpstreamError || r.Verdict != "allow" || r.Reason != "allowed" || r.BytesReceived != 10 || r.Error == "" {
 				t.Fatalf("record %+v", r)
 			}
 		})
@@ -218,7 +218,7 @@ func TestHTTPBodyIdleTimeout(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body) // ends when the proxy cuts the stream
 	r := e.sink.next(t)
-	if !strings.HasPrefix(string(b), "data: 1") || r.Outcome != audit.OutcomeIdleTimeout || r.Verdict != "allow" {
+	if !strings.HasPrefix(string(b), "data: 1") || r.Outcome != record.OutcomeIdleTimeout || r.Verdict != "allow" {
 		t.Fatalf("body %q record %+v", b, r)
 	}
 }

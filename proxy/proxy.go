@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/admit"
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/gopool"
 	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/internal/metrics"
+	"github.com/egressd/egressd/record"
 )
 
 // dialFunc dials one checked address. It is a field so that tests can prove
@@ -174,7 +174,7 @@ func (p *Proxy) ServeSNI(ln net.Listener, port int) error {
 		backoff = 0
 		release := p.limit.Acquire(addrOf(c.RemoteAddr()))
 		if release == nil {
-			p.refuseOverLimit(c, audit.KindSNI, false)
+			p.refuseOverLimit(c, record.KindSNI, false)
 			continue
 		}
 		t := newTunnel(p, c)

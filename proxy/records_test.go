@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/record"
 )
 
 // TestIncompleteHeadIsRecorded: a head that never completes (a slowloris
@@ -29,10 +29,10 @@ func TestIncompleteHeadIsRecorded(t *testing.T) {
 		kind, method     string
 		host             string
 	}{
-		{"proxy listener, absolute-form", e.addr, "GET http://models.test/ HTTP/1.1\r\nHost: models.test\r\nX-A: 1\r\n", audit.KindHTTP, "GET", "models.test"},
-		{"proxy listener, CONNECT", e.addr, "CONNECT models.test:443 HTTP/1.1\r\nHo", audit.KindConnect, "CONNECT", "models.test"},
-		{"proxy listener, request line only half", e.addr, "GET http://user:PW@models.te", audit.KindHTTP, "GET", "models.te"},
-		{"Host listener", hostLn.Addr().String(), "GET /x HTTP/1.1\r\nHost: models.test\r\nX-A: 1", audit.KindHTTP, "GET", "models.test"},
+		{"proxy listener, absolute-form", e.addr, "GET http://models.test/ HTTP/1.1\r\nHost: models.test\r\nX-A: 1\r\n", record.KindHTTP, "GET", "models.test"},
+		{"proxy listener, CONNECT", e.addr, "CONNECT models.test:443 HTTP/1.1\r\nHo", record.KindConnect, "CONNECT", "models.test"},
+		{"proxy listener, request line only half", e.addr, "GET http://user:PW@models.te", record.KindHTTP, "GET", "models.te"},
+		{"Host listener", hostLn.Addr().String(), "GET /x HTTP/1.1\r\nHost: models.test\r\nX-A: 1", record.KindHTTP, "GET", "models.test"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialFrom(t, podIP, tc.addr)
@@ -46,7 +46,7 @@ func TestIncompleteHeadIsRecorded(t *testing.T) {
 			if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("X-Egressd-Reason") != "bad-request" {
 				t.Fatalf("status %d reason %q", resp.StatusCode, resp.Header.Get("X-Egressd-Reason"))
 			}
-			if r.Kind != tc.kind || r.Verdict != "deny" || r.Reason != "bad-request" || r.Outcome != audit.OutcomeRefused ||
+			if r.Kind != tc.kind || r.Verdict != "deny" || r.Reason != "bad-request" || r.Outcome != record.OutcomeRefused ||
 				r.Host != tc.host || r.HTTP == nil || r.HTTP.Method != tc.method || r.HTTP.Status != 408 ||
 				r.Client.Pod != "llm-0" || !strings.Contains(r.Error, "header timeout") {
 				t.Fatalf("record %+v http %+v", r, r.HTTP)
@@ -99,7 +99,7 @@ func TestRefusedHeadRecordsWhatWasParsed(t *testing.T) {
 			if resp.StatusCode != tc.status || resp.Header.Get("X-Egressd-Reason") != "bad-request" {
 				t.Fatalf("status %d reason %q", resp.StatusCode, resp.Header.Get("X-Egressd-Reason"))
 			}
-			if r.Reason != "bad-request" || r.Outcome != audit.OutcomeRefused || r.Host != tc.host ||
+			if r.Reason != "bad-request" || r.Outcome != record.OutcomeRefused || r.Host != tc.host ||
 				r.HTTP == nil || r.HTTP.Method != tc.method || r.HTTP.Status != tc.status || r.Client.Pod != "llm-0" {
 				t.Fatalf("record %+v http %+v", r, r.HTTP)
 			}
@@ -138,7 +138,7 @@ func TestConnectAbsoluteURITarget(t *testing.T) {
 			if resp.StatusCode != tc.status || resp.Header.Get("X-Egressd-Reason") != tc.reason {
 				t.Fatalf("status %d reason %q", resp.StatusCode, resp.Header.Get("X-Egressd-Reason"))
 			}
-			if r.Kind != audit.KindConnect || r.Reason != tc.reason || r.Host != tc.host || r.Verdict != "deny" {
+			if r.Kind != record.KindConnect || r.Reason != tc.reason || r.Host != tc.host || r.Verdict != "deny" {
 				t.Fatalf("record %+v", r)
 			}
 		})
@@ -249,7 +249,7 @@ func TestAuditUnavailableRefuses(t *testing.T) {
 	c.Close()
 	r := e.sink.next(t)
 	if resp.StatusCode != 503 || resp.Header.Get("X-Egressd-Reason") != "audit-unavailable" ||
-		r.Verdict != "deny" || r.Reason != "audit-unavailable" || r.Outcome != audit.OutcomeRefused || r.Client.Pod != "llm-0" {
+		r.Verdict != "deny" || r.Reason != "audit-unavailable" || r.Outcome != record.OutcomeRefused || r.Client.Pod != "llm-0" {
 		t.Fatalf("status %d record %+v", resp.StatusCode, r)
 	}
 	resp = rawRequest(t, e.addr, fmt.Sprintf("GET http://models.test:%d/small HTTP/1.1\r\nHost: x\r\n\r\n", e.httpPort))
@@ -270,13 +270,13 @@ func TestAuditUnavailableRefuses(t *testing.T) {
 // fakeInterim stands for the audit logger's interim records.
 type fakeInterim struct {
 	mu     sync.Mutex
-	opened chan func() audit.Record
+	opened chan func() record.Record
 	ids    []string
 	starts []time.Time
 	done   atomic.Int32
 }
 
-func (f *fakeInterim) Open(id string, start time.Time, snap func() audit.Record) func() {
+func (f *fakeInterim) Open(id string, start time.Time, snap func() record.Record) func() {
 	f.mu.Lock()
 	f.ids = append(f.ids, id)
 	f.starts = append(f.starts, start)
@@ -301,7 +301,7 @@ func TestInterimOpenForPlainHTTP(t *testing.T) {
 	go srv.Serve(origin)
 	t.Cleanup(func() { srv.Close() })
 	port := origin.Addr().(*net.TCPAddr).Port
-	fi := &fakeInterim{opened: make(chan func() audit.Record, 1)}
+	fi := &fakeInterim{opened: make(chan func() record.Record, 1)}
 	e := newEnv(t, envOpt{extra: rule(port), interim: fi})
 	c := dialFrom(t, podIP, e.addr)
 	fmt.Fprintf(c, "GET http://models.test:%d/ HTTP/1.1\r\nHost: x\r\nEgressd-Probe: p\r\n\r\n", port)

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // Revocation (docs/design.md, "Policy"): a change of policy or identity applies
@@ -184,7 +184,7 @@ func (p *Proxy) watchRequest(ex *exchange, cancel context.CancelFunc, conn net.C
 		revoked := w.revoked
 		w.mu.Unlock()
 		if revoked {
-			ex.outcome = audit.OutcomeRevoked
+			ex.outcome = record.OutcomeRevoked
 			ex.mu.Lock()
 			ex.rec.Error = ErrRevoked.Error()
 			ex.mu.Unlock()

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // revokeScale is how many open tunnels TestRevalidateScale holds.
@@ -171,7 +171,7 @@ func TestRevalidateScale(t *testing.T) {
 		t.Fatalf("checked %d revoked %d, want %d and %d", checked, revoked, n, n/2)
 	}
 	for i := range n / 2 {
-		var r audit.Record
+		var r record.Record
 		select {
 		case l := <-e.sink.lines:
 			if err := json.Unmarshal(l, &r); err != nil {
@@ -180,7 +180,7 @@ func TestRevalidateScale(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatalf("%d revoked records of %d", i, n/2)
 		}
-		if r.Outcome != audit.OutcomeRevoked || r.Reason != "port-not-allowed" || r.Host != "cdn.blob.test" {
+		if r.Outcome != record.OutcomeRevoked || r.Reason != "port-not-allowed" || r.Host != "cdn.blob.test" {
 			t.Fatalf("record host %q outcome %q reason %q", r.Host, r.Outcome, r.Reason)
 		}
 	}
@@ -219,7 +219,7 @@ func BenchmarkRevalidate(b *testing.B) {
 	e.p.mu.Lock()
 	for i := range revokeScale {
 		t := newTunnel(e.p, nil)
-		t.ex = e.p.newExchange(audit.KindConnect, &net.TCPAddr{IP: net.ParseIP(podIP), Port: 40000})
+		t.ex = e.p.newExchange(record.KindConnect, &net.TCPAddr{IP: net.ParseIP(podIP), Port: 40000})
 		t.ex.host, t.ex.port = hosts[i%2], e.tlsPort
 		t.admitted = true
 		t.peer = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", e.tlsPort))

@@ -16,9 +16,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
@@ -166,9 +166,9 @@ func TestRevokeTunnel(t *testing.T) {
 				tlc.Close()
 			}
 			r := e.sink.next(t)
-			wantOutcome := audit.OutcomeOK
+			wantOutcome := record.OutcomeOK
 			if tc.revoked {
-				wantOutcome = audit.OutcomeRevoked
+				wantOutcome = record.OutcomeRevoked
 			}
 			if r.Outcome != wantOutcome || r.Verdict != tc.verdict || r.Reason != tc.reason || r.WouldDeny != tc.wouldDeny {
 				t.Fatalf("record outcome %q verdict %q reason %q would_deny %v error %q", r.Outcome, r.Verdict, r.Reason, r.WouldDeny, r.Error)
@@ -201,7 +201,7 @@ func TestRevokeSNITunnel(t *testing.T) {
 		t.Fatal("read on a revoked connection")
 	}
 	r := e.sink.next(t)
-	if r.Kind != audit.KindSNI || r.Outcome != audit.OutcomeRevoked || r.Verdict != "deny" || r.Reason != "not-allowlisted" {
+	if r.Kind != record.KindSNI || r.Outcome != record.OutcomeRevoked || r.Verdict != "deny" || r.Reason != "not-allowlisted" {
 		t.Fatalf("record kind %q outcome %q verdict %q reason %q", r.Kind, r.Outcome, r.Verdict, r.Reason)
 	}
 }
@@ -246,7 +246,7 @@ func TestRevokeHTTPRequest(t *testing.T) {
 		t.Fatalf("closed %v after Revalidate", d)
 	}
 	r := e.sink.next(t)
-	if r.Kind != audit.KindHTTP || r.Outcome != audit.OutcomeRevoked || r.Verdict != "deny" || r.Reason != "not-allowlisted" || r.Host != "evil.test" {
+	if r.Kind != record.KindHTTP || r.Outcome != record.OutcomeRevoked || r.Verdict != "deny" || r.Reason != "not-allowlisted" || r.Host != "evil.test" {
 		t.Fatalf("record kind %q outcome %q verdict %q reason %q host %q error %q", r.Kind, r.Outcome, r.Verdict, r.Reason, r.Host, r.Error)
 	}
 }
@@ -284,7 +284,7 @@ func TestRevokeRace(t *testing.T) {
 		t.Fatal("read on a tunnel decided under the old policy")
 	}
 	r := e.sink.next(t)
-	if r.Outcome != audit.OutcomeRevoked || r.Reason != "not-allowlisted" {
+	if r.Outcome != record.OutcomeRevoked || r.Reason != "not-allowlisted" {
 		t.Fatalf("record outcome %q reason %q", r.Outcome, r.Reason)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/record"
 )
 
 // httpServer serves one proxy or Host listener: an accept loop and one
@@ -104,7 +105,7 @@ func (s *httpServer) serve() error {
 		src := addrOf(c.RemoteAddr())
 		release := s.p.limit.Acquire(src)
 		if release == nil {
-			s.p.refuseOverLimit(c, audit.KindHTTP, true)
+			s.p.refuseOverLimit(c, record.KindHTTP, true)
 			continue
 		}
 		hc := &httpConn{s: s, c: c, src: src, release: release}
@@ -266,13 +267,13 @@ func (p *Proxy) refuseHead(hc *httpConn, he *headError) {
 	if he.n == 0 {
 		return
 	}
-	kind := audit.KindHTTP
+	kind := record.KindHTTP
 	if he.method == http.MethodConnect && hc.s.port == 0 {
-		kind = audit.KindConnect
+		kind = record.KindConnect
 	}
 	ex := p.newExchangeFrom(kind, hc.src)
 	ex.host = he.host
-	ex.rec.HTTP = &audit.HTTP{Method: he.method}
+	ex.rec.HTTP = &record.HTTP{Method: he.method}
 	p.identify(ex)
 	ex.rec.Error = audit.RedactText(he.Error())
 	if he.status != 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy/internal/sniff"
+	"github.com/egressd/egressd/record"
 )
 
 // serveSNIConn serves one transparent TLS connection: peek the ClientHello
@@ -17,7 +18,7 @@ import (
 // port, dial through the guard, replay the hello and relay. Every path ends
 // in exactly one record.
 func (p *Proxy) serveSNIConn(t *tunnel, port int) {
-	ex := p.newExchange(audit.KindSNI, t.client.RemoteAddr())
+	ex := p.newExchange(record.KindSNI, t.client.RemoteAddr())
 	ex.port = port
 	t.ex = ex
 	started := false
@@ -41,18 +42,18 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 	buf, ch, err := readHello(t.client, p.cfg.PeekTimeout)
 	switch {
 	case errors.Is(err, sniff.ErrNotTLS):
-		ex.rec.TLS = &audit.TLS{Result: sniff.ResultNotTLS}
+		ex.rec.TLS = &record.TLS{Result: sniff.ResultNotTLS}
 		p.denyNoSNI(ex, errors.New("proxy: not a TLS ClientHello"))
 		return
 	case err != nil:
 		p.denyNoSNI(ex, fmt.Errorf("proxy: reading ClientHello: %w", err))
 		return
 	case ch.SNI == "":
-		ex.rec.TLS = &audit.TLS{ClientALPN: ch.ALPN, ECH: ch.ECH, Result: sniff.ResultNoServerHello}
+		ex.rec.TLS = &record.TLS{ClientALPN: ch.ALPN, ECH: ch.ECH, Result: sniff.ResultNoServerHello}
 		p.denyNoSNI(ex, errors.New("proxy: ClientHello without SNI"))
 		return
 	}
-	ex.rec.TLS = &audit.TLS{SNI: ch.SNI, ClientALPN: ch.ALPN, ECH: ch.ECH, Result: sniff.ResultNoServerHello}
+	ex.rec.TLS = &record.TLS{SNI: ch.SNI, ClientALPN: ch.ALPN, ECH: ch.ECH, Result: sniff.ResultNoServerHello}
 	if rf := p.admit(ex, ch.SNI, port); rf != nil {
 		t.fail(rf)
 		return
@@ -70,7 +71,7 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 	cancel()
 	if rf != nil {
 		if ex.decision().Allowed() && p.cutCtx.Err() != nil {
-			ex.outcome = audit.OutcomeDrained // the drain deadline ended the dial
+			ex.outcome = record.OutcomeDrained // the drain deadline ended the dial
 		}
 		t.fail(rf)
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/proxy/internal/sniff"
+	"github.com/egressd/egressd/record"
 )
 
 // tunnel relays one client connection to one upstream connection and writes
@@ -199,11 +200,11 @@ func (t *tunnel) end() {
 	}
 	switch {
 	case t.revoked:
-		ex.outcome = audit.OutcomeRevoked
+		ex.outcome = record.OutcomeRevoked
 	case t.upstreamSilent && t.hello != nil && t.server == nil:
 		// The upstream closed or reset the handshake before a server
 		// hello: the upstream failed, not the policy nor the client.
-		ex.outcome = audit.OutcomeUpstreamError
+		ex.outcome = record.OutcomeUpstreamError
 	}
 	t.mu.Unlock()
 	ex.finish(t.err)
@@ -212,12 +213,12 @@ func (t *tunnel) end() {
 
 // tlsLocked is the record's tls as far as the tunnel has seen it; nil when
 // nothing was read from the client. t.mu is held.
-func (t *tunnel) tlsLocked() *audit.TLS {
+func (t *tunnel) tlsLocked() *record.TLS {
 	switch {
 	case t.notTLS:
-		return &audit.TLS{Result: sniff.ResultNotTLS}
+		return &record.TLS{Result: sniff.ResultNotTLS}
 	case t.hello != nil:
-		tl := &audit.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, ECH: t.hello.ECH, Result: sniff.ResultNoServerHello}
+		tl := &record.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, ECH: t.hello.ECH, Result: sniff.ResultNoServerHello}
 		if s := t.server; s != nil {
 			tl.Version, tl.Cipher, tl.ALPN, tl.Result = s.Version, s.Cipher, s.ALPN, s.Result
 		}
@@ -228,7 +229,7 @@ func (t *tunnel) tlsLocked() *audit.TLS {
 
 // snapshot is the tunnel's record as it stands, for an interim record: the
 // decision in force, what was seen of TLS and the bytes so far.
-func (t *tunnel) snapshot() audit.Record {
+func (t *tunnel) snapshot() record.Record {
 	ex := t.ex
 	dec := ex.decision()
 	t.mu.Lock()

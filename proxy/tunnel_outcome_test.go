@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/record"
 )
 
 // resetOrigin reads the first bytes of every connection (a ClientHello)
@@ -53,7 +53,7 @@ func TestTunnelOutcome(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Close()
-		}, audit.OutcomeOK, "allow", "allowed"},
+		}, record.OutcomeOK, "allow", "allowed"},
 		{"server alert: the upstream answered", 0, func(t *testing.T, e *env) {
 			c, _ := e.connect(podIP, fmt.Sprintf("models.test:%d", e.tlsPort))
 			tc := tls.Client(c, &tls.Config{ServerName: "models.test", RootCAs: e.ca.CertPool(), NextProtos: []string{"spdy/1"}})
@@ -61,17 +61,17 @@ func TestTunnelOutcome(t *testing.T) {
 				t.Fatal("handshake succeeded")
 			}
 			c.Close()
-		}, audit.OutcomeOK, "allow", "allowed"},
+		}, record.OutcomeOK, "allow", "allowed"},
 		{"idle", 200 * time.Millisecond, func(t *testing.T, e *env) {
 			c, _ := e.connect(podIP, fmt.Sprintf("models.test:%d", e.tlsPort))
 			io.Copy(io.Discard, c)
-		}, audit.OutcomeIdleTimeout, "allow", "allowed"},
+		}, record.OutcomeIdleTimeout, "allow", "allowed"},
 		{"cut at the drain deadline", 0, func(t *testing.T, e *env) {
 			e.openTLS(t, podIP, fmt.Sprintf("models.test:%d", e.tlsPort), "models.test")
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			e.p.Shutdown(ctx)
-		}, audit.OutcomeDrained, "allow", "allowed"},
+		}, record.OutcomeDrained, "allow", "allowed"},
 		{"upstream reset during the handshake", 0, func(t *testing.T, e *env) {
 			port := resetOrigin(t, true)
 			e.setPolicy(t, fmt.Sprintf("  - hosts: [\"evil.test\"]\n    ports: [%d]\n    cidrs: [\"127.0.0.0/8\"]\n", port))
@@ -80,7 +80,7 @@ func TestTunnelOutcome(t *testing.T) {
 				t.Fatal("handshake succeeded")
 			}
 			c.Close()
-		}, audit.OutcomeUpstreamError, "allow", "allowed"},
+		}, record.OutcomeUpstreamError, "allow", "allowed"},
 		{"upstream closed during the handshake", 0, func(t *testing.T, e *env) {
 			port := resetOrigin(t, false)
 			e.setPolicy(t, fmt.Sprintf("  - hosts: [\"evil.test\"]\n    ports: [%d]\n    cidrs: [\"127.0.0.0/8\"]\n", port))
@@ -89,14 +89,14 @@ func TestTunnelOutcome(t *testing.T) {
 				t.Fatal("handshake succeeded")
 			}
 			c.Close()
-		}, audit.OutcomeUpstreamError, "allow", "allowed"},
+		}, record.OutcomeUpstreamError, "allow", "allowed"},
 		{"refused after the 200", 0, func(t *testing.T, e *env) {
 			c, _ := e.connect(podIP, fmt.Sprintf("models.test:%d", e.tlsPort))
 			if tls.Client(c, &tls.Config{ServerName: "cdn.blob.test"}).Handshake() == nil {
 				t.Fatal("handshake succeeded")
 			}
 			c.Close()
-		}, audit.OutcomeRefused, "deny", "sni-mismatch"},
+		}, record.OutcomeRefused, "deny", "sni-mismatch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, envOpt{idle: tc.idle})
@@ -106,7 +106,7 @@ func TestTunnelOutcome(t *testing.T) {
 			if r.Outcome != tc.outcome || r.Verdict != tc.verdict || r.Reason != tc.reason {
 				t.Fatalf("record outcome %q verdict %q reason %q error %q", r.Outcome, r.Verdict, r.Reason, r.Error)
 			}
-			if r.ID == "" || r.Start.Before(before) || r.Time.Before(r.Start) || r.Event != audit.EventEnd {
+			if r.ID == "" || r.Start.Before(before) || r.Time.Before(r.Start) || r.Event != record.EventEnd {
 				t.Fatalf("record id %q start %v time %v event %q", r.ID, r.Start, r.Time, r.Event)
 			}
 		})
@@ -118,12 +118,12 @@ type interimRecorder struct {
 	mu    sync.Mutex
 	id    string
 	start time.Time
-	snap  func() audit.Record
+	snap  func() record.Record
 	done  bool
 	open  chan struct{}
 }
 
-func (r *interimRecorder) Open(id string, start time.Time, snap func() audit.Record) func() {
+func (r *interimRecorder) Open(id string, start time.Time, snap func() record.Record) func() {
 	r.mu.Lock()
 	r.id, r.start, r.snap = id, start, snap
 	r.mu.Unlock()

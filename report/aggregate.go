@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // Config selects and bounds what a report counts. The zero Config counts
@@ -25,7 +27,7 @@ type Config struct {
 	// Workload keeps the records of one workload ("Deployment/llm");
 	// the kind is matched without regard to case. Zero means all; a
 	// workload filter drops unknown clients.
-	Workload Workload
+	Workload auditlog.Workload
 	// Verdict keeps one verdict class (ClassAllow, ClassDeny,
 	// ClassWouldDeny); empty means all.
 	Verdict string
@@ -48,7 +50,7 @@ type Config struct {
 // Validate checks the options.
 func (c Config) Validate() error {
 	switch c.Verdict {
-	case "", ClassAllow, ClassDeny, ClassWouldDeny:
+	case "", auditlog.ClassAllow, auditlog.ClassDeny, auditlog.ClassWouldDeny:
 	default:
 		return fmt.Errorf("%w: verdict %q: want allow, deny or would-deny", ErrOptions, c.Verdict)
 	}
@@ -72,12 +74,12 @@ func (c Config) withDefaults() Config {
 }
 
 // ParseWorkload parses "KIND/NAME".
-func ParseWorkload(s string) (Workload, error) {
+func ParseWorkload(s string) (auditlog.Workload, error) {
 	kind, name, ok := strings.Cut(s, "/")
 	if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
-		return Workload{}, fmt.Errorf("%w: workload %q: want KIND/NAME, as Deployment/llm-server", ErrOptions, s)
+		return auditlog.Workload{}, fmt.Errorf("%w: workload %q: want KIND/NAME, as Deployment/llm-server", ErrOptions, s)
 	}
-	return Workload{Kind: kind, Name: name}, nil
+	return auditlog.Workload{Kind: kind, Name: name}, nil
 }
 
 // Aggregator counts records into a Report. Its memory depends on the
@@ -85,11 +87,11 @@ func ParseWorkload(s string) (Workload, error) {
 // Config), not on the number of records.
 type Aggregator struct {
 	cfg      Config
-	stats    *Stats
-	merger   *Merger
+	stats    *auditlog.Stats
+	merger   *auditlog.Merger
 	works    map[wkey]*workAgg
 	unknown  map[string]*unknownAgg
-	period   Period
+	period   auditlog.Period
 	counts   Counts
 	denials  tally
 	wouldDen tally
@@ -133,7 +135,7 @@ type unknownAgg struct {
 }
 
 // NewAggregator returns an Aggregator; stats receives the merge counts.
-func NewAggregator(cfg Config, stats *Stats) *Aggregator {
+func NewAggregator(cfg Config, stats *auditlog.Stats) *Aggregator {
 	a := &Aggregator{
 		cfg:     cfg.withDefaults(),
 		stats:   stats,
@@ -141,12 +143,12 @@ func NewAggregator(cfg Config, stats *Stats) *Aggregator {
 		unknown: map[string]*unknownAgg{},
 		ruleIDs: map[ruleKey]string{},
 	}
-	a.merger = NewMerger(stats, a.count)
+	a.merger = auditlog.NewMerger(stats, a.count)
 	return a
 }
 
 // Add takes one record as read.
-func (a *Aggregator) Add(r *Record) {
+func (a *Aggregator) Add(r *auditlog.Record) {
 	if !a.keep(r) {
 		return
 	}
@@ -154,7 +156,7 @@ func (a *Aggregator) Add(r *Record) {
 }
 
 // keep applies the filters.
-func (a *Aggregator) keep(r *Record) bool {
+func (a *Aggregator) keep(r *auditlog.Record) bool {
 	c := &a.cfg
 	if r.Probe != "" && !c.Probes {
 		a.stats.Probes++
@@ -180,15 +182,15 @@ func (a *Aggregator) keep(r *Record) bool {
 }
 
 // count adds a merged record (an end record, or an open interim one).
-func (a *Aggregator) count(r *Record) {
+func (a *Aggregator) count(r *auditlog.Record) {
 	n := r.Requests()
 	class := r.Class()
 	addCounts(&a.counts, class, n)
 	widen(&a.period.From, &a.period.To, r.Start, r.Time)
 	switch class {
-	case ClassDeny:
+	case auditlog.ClassDeny:
 		a.denials.add(r.Reason, n)
-	case ClassWouldDeny:
+	case auditlog.ClassWouldDeny:
 		a.wouldDen.add(r.Reason, n)
 	}
 	if r.Outcome != "" {
@@ -213,7 +215,7 @@ func (a *Aggregator) count(r *Record) {
 	wa.out.BytesSent += r.BytesSent
 	wa.out.BytesReceived += r.BytesReceived
 
-	dk := dkey{host: r.Host, port: r.Port, dns: r.Kind == kindDNS}
+	dk := dkey{host: r.Host, port: r.Port, dns: r.Kind == record.KindDNS}
 	if dk.dns {
 		dk.port = 0
 	}
@@ -241,7 +243,7 @@ func (a *Aggregator) count(r *Record) {
 	d.add(r, class, n, rule, a.cfg.MaxSet)
 }
 
-func (d *destAgg) add(r *Record, class string, n int64, rule string, maxSet int) {
+func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, maxSet int) {
 	addCounts(&d.out.Counts, class, n)
 	widen(&d.out.FirstSeen, &d.out.LastSeen, r.Start, r.Time)
 	d.out.BytesSent += r.BytesSent
@@ -262,7 +264,7 @@ func (d *destAgg) add(r *Record, class string, n int64, rule string, maxSet int)
 	}
 }
 
-func (a *Aggregator) countUnknown(r *Record, n int64) {
+func (a *Aggregator) countUnknown(r *auditlog.Record, n int64) {
 	u := a.unknown[r.Client.IP]
 	if u == nil {
 		ip := r.Client.IP
@@ -278,7 +280,7 @@ func (a *Aggregator) countUnknown(r *Record, n int64) {
 	u.out.Requests += n
 	widen(&u.out.FirstSeen, &u.out.LastSeen, r.Start, r.Time)
 	host := r.Host
-	if r.Port != 0 && r.Kind != kindDNS {
+	if r.Port != 0 && r.Kind != record.KindDNS {
 		host = hostPort(r.Host, r.Port)
 	}
 	u.hosts.add(host, a.cfg.MaxSet)
@@ -427,11 +429,11 @@ func ruleID(policyID string, rule int) string { return policyID + "#" + strconv.
 func addCounts(c *Counts, class string, n int64) {
 	c.Requests += n
 	switch class {
-	case ClassAllow:
+	case auditlog.ClassAllow:
 		c.Allowed += n
-	case ClassDeny:
+	case auditlog.ClassDeny:
 		c.Denied += n
-	case ClassWouldDeny:
+	case auditlog.ClassWouldDeny:
 		c.WouldDeny += n
 	}
 }
@@ -534,11 +536,11 @@ func (s *set) list() ([]string, bool) {
 }
 
 // Build reads every input in order and returns the report.
-func Build(cfg Config, inputs []Input) (*Report, error) {
+func Build(cfg Config, inputs []auditlog.Input) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rd := NewReader(0)
+	rd := auditlog.NewReader(0)
 	agg := NewAggregator(cfg, &rd.Stats)
 	for _, in := range inputs {
 		if err := rd.Read(in, agg.Add); err != nil {

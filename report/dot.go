@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/egressd/egressd/auditlog"
 )
 
 // renderDOT writes the dependency graph for Graphviz (dot -Tsvg):
@@ -34,7 +36,7 @@ func renderDOT(out io.Writer, rep *Report) error {
 	p("  }")
 	for _, e := range g.Edges {
 		style := "solid"
-		if e.Class == ClassWouldDeny {
+		if e.Class == auditlog.ClassWouldDeny {
 			style = "dashed"
 		}
 		p("  %s -> %s [color=%s, style=%s, penwidth=%s, label=%s];", dotQuote(e.From.ID), dotQuote(e.To.ID),

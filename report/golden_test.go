@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/policy"
 )
 
@@ -19,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // (gzipped here, as logrotate leaves it) and `kubectl logs --prefix` of
 // both pods, whose replica-a lines repeat ids of the audit file; interim
 // records of a tunnel that ended and of one still open.
-func fixtureInputs(t testing.TB) []Input {
+func fixtureInputs(t testing.TB) []auditlog.Input {
 	t.Helper()
 	plain, err := os.ReadFile("testdata/egressd-a.audit.jsonl")
 	if err != nil {
@@ -37,7 +38,7 @@ func fixtureInputs(t testing.TB) []Input {
 	if err := os.WriteFile(gz, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ins, err := Inputs([]string{gz, "testdata/kubectl-logs.txt"}, nil)
+	ins, err := auditlog.Inputs([]string{gz, "testdata/kubectl-logs.txt"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func firstDiff(got, want string) string {
 
 // TestEmptyReport: no record at all still renders in every format.
 func TestEmptyReport(t *testing.T) {
-	rep, err := Build(Config{Policies: []policy.Document{}}, []Input{{Name: "-", Open: func() (io.ReadCloser, error) {
+	rep, err := Build(Config{Policies: []policy.Document{}}, []auditlog.Input{{Name: "-", Open: func() (io.ReadCloser, error) {
 		return io.NopCloser(strings.NewReader("")), nil
 	}}})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/egressd/egressd/auditlog"
 )
 
 // graph is the dependency map that dot and html draw: workloads (and
@@ -97,9 +99,9 @@ func buildGraph(rep *Report) *graph {
 			if !d.DNS {
 				port = itoa(int64(d.Port))
 			}
-			addEdge(l, d.Host, ClassAllow, port, d.Allowed)
-			addEdge(l, d.Host, ClassDeny, port, d.Denied)
-			addEdge(l, d.Host, ClassWouldDeny, port, d.WouldDeny)
+			addEdge(l, d.Host, auditlog.ClassAllow, port, d.Allowed)
+			addEdge(l, d.Host, auditlog.ClassDeny, port, d.Denied)
+			addEdge(l, d.Host, auditlog.ClassWouldDeny, port, d.WouldDeny)
 		}
 	}
 	for _, u := range rep.UnknownClients {
@@ -110,7 +112,7 @@ func buildGraph(rep *Report) *graph {
 			host, port := splitHostPort(h)
 			// The hosts of an unknown client are a set: one request each
 			// is drawn, the total is in the tooltip.
-			addEdge(l, host, ClassDeny, port, 1)
+			addEdge(l, host, auditlog.ClassDeny, port, 1)
 		}
 	}
 	for _, h := range hosts {
@@ -174,7 +176,7 @@ func (g *graph) layout() {
 	}
 	place(g.Left, 8)
 	place(g.Right, g.RightX)
-	offset := map[string]int{ClassAllow: 0, ClassDeny: 4, ClassWouldDeny: -4}
+	offset := map[string]int{auditlog.ClassAllow: 0, auditlog.ClassDeny: 4, auditlog.ClassWouldDeny: -4}
 	for _, e := range g.Edges {
 		x1, y1 := e.From.X+nodeW, e.From.Y+nodeH/2+offset[e.Class]
 		x2, y2 := e.To.X, e.To.Y+nodeH/2+offset[e.Class]
@@ -202,7 +204,7 @@ func splitHostPort(s string) (string, string) {
 
 // edgeColors are the colours of the verdict classes, in dot and html.
 var edgeColors = map[string]string{
-	ClassAllow:     "#2e7d32",
-	ClassDeny:      "#c62828",
-	ClassWouldDeny: "#ef6c00",
+	auditlog.ClassAllow:     "#2e7d32",
+	auditlog.ClassDeny:      "#c62828",
+	auditlog.ClassWouldDeny: "#ef6c00",
 }

@@ -1,27 +1,25 @@
 package report
 
-import "time"
+import (
+	"time"
+
+	"github.com/egressd/egressd/auditlog"
+)
 
 // Report is the result: what the JSON format prints, and what the other
 // formats render.
 type Report struct {
 	// Period spans the counted requests: the earliest start, the latest
 	// time.
-	Period  Period  `json:"period"`
-	Filters Filters `json:"filters"`
-	Input   Stats   `json:"input"`
-	Summary Summary `json:"summary"`
+	Period  auditlog.Period `json:"period"`
+	Filters Filters         `json:"filters"`
+	Input   auditlog.Stats  `json:"input"`
+	Summary Summary         `json:"summary"`
 	// Workloads in order of namespace, kind and name.
 	Workloads []*WorkloadReport `json:"workloads"`
 	// UnknownClients are source addresses no pod held (unknown-client),
 	// by address.
 	UnknownClients []*UnknownClient `json:"unknown_clients"`
-}
-
-// Period is a time range; zero times mean none.
-type Period struct {
-	From time.Time `json:"from"`
-	To   time.Time `json:"to"`
 }
 
 // Filters echo the options that selected the records.
@@ -67,14 +65,14 @@ type Summary struct {
 // NegativeControl is one (workload, destination, reason) of a metadata or
 // link-local request.
 type NegativeControl struct {
-	Namespace string    `json:"namespace"`
-	Workload  Workload  `json:"workload"`
-	Host      string    `json:"host"`
-	Port      int       `json:"port,omitempty"`
-	Reason    string    `json:"reason"`
-	Count     int64     `json:"count"`
-	FirstSeen time.Time `json:"first_seen"`
-	LastSeen  time.Time `json:"last_seen"`
+	Namespace string            `json:"namespace"`
+	Workload  auditlog.Workload `json:"workload"`
+	Host      string            `json:"host"`
+	Port      int               `json:"port,omitempty"`
+	Reason    string            `json:"reason"`
+	Count     int64             `json:"count"`
+	FirstSeen time.Time         `json:"first_seen"`
+	LastSeen  time.Time         `json:"last_seen"`
 }
 
 // UnusedRule is a rule that matched nothing, or the host entries of a
@@ -94,7 +92,7 @@ type UnusedRule struct {
 // WorkloadReport is everything one workload did.
 type WorkloadReport struct {
 	Namespace string `json:"namespace"`
-	Workload
+	auditlog.Workload
 	Pods []string `json:"pods"`
 	// PodsTruncated: more pods than MaxSet were seen; Pods lists the first.
 	PodsTruncated   bool     `json:"pods_truncated,omitempty"`

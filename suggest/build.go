@@ -12,8 +12,8 @@ import (
 	"golang.org/x/net/publicsuffix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/policy"
-	"github.com/egressd/egressd/report"
 )
 
 // Result is what Build returns: the policies and what was left out.
@@ -26,13 +26,13 @@ type Result struct {
 	LeftOut []string
 	// Records is the number of records of the namespace that were read.
 	Records int64
-	Period  report.Period
+	Period  auditlog.Period
 }
 
 // Suggestion is one workload's policy and the notes for its reader.
 type Suggestion struct {
 	Doc      policy.Document
-	Workload report.Workload
+	Workload auditlog.Workload
 	Pods     []string
 	// Fallback is true when the podSelector is the fallback guess.
 	Fallback bool
@@ -285,7 +285,7 @@ func seen(cs ...*cand) string {
 		}
 	}
 	var parts []string
-	for _, cl := range []string{report.ClassWouldDeny, report.ClassDeny} {
+	for _, cl := range []string{auditlog.ClassWouldDeny, auditlog.ClassDeny} {
 		if classes[cl] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", classes[cl], cl))
 		}
@@ -312,7 +312,7 @@ func boolKeys(m map[string]int64) map[string]bool {
 
 // policyName is "<workload>-suggested" (with the kind when two workloads
 // of a namespace share a name), within the 253 octets of an object name.
-func policyName(w report.Workload, withKind bool) string {
+func policyName(w auditlog.Workload, withKind bool) string {
 	name := strings.ToLower(w.Name)
 	if withKind {
 		name += "-" + strings.ToLower(w.Kind)

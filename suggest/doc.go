@@ -3,8 +3,8 @@
 // denied in enforce mode because no rule named the host or the port
 // (docs/design.md, "Reports and verification": egressd suggest).
 //
-// Records come through package report's reader and merger (plain, gzip,
-// kubectl --prefix, merged by id). Per workload (client.workload, or the
+// Records come through package auditlog's reader and merger (plain, gzip,
+// kubectl --prefix, merged by id), the same as egressd report's. Per workload (client.workload, or the
 // pod itself for records that do not name one) it collects the hosts and
 // ports that need a rule, then builds one policy:
 //
@@ -32,6 +32,6 @@
 // compiled snapshot allows every suggested request for the workload's
 // pods (Decide): a suggestion that would not work is an error, not output.
 //
-// suggest imports report (records), policy and identity (the pods file's
-// types); it must not import proxy, resolver, kube or cmd.
+// suggest imports auditlog (records), policy and identity (the pods file's
+// types); it must not import report, proxy, resolver, kube or cmd.
 package suggest

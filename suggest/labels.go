@@ -5,8 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/identity"
-	"github.com/egressd/egressd/report"
 )
 
 // generatedLabels are added by controllers per pod or per revision; a
@@ -28,9 +28,9 @@ const fallbackLabel = "app.kubernetes.io/name"
 
 // workloadOf names a pod's controller as egressd records it
 // (identity.WorkloadOf: the one place that rule lives).
-func workloadOf(p *corev1.Pod) report.Workload {
+func workloadOf(p *corev1.Pod) auditlog.Workload {
 	w := identity.WorkloadOf(p)
-	return report.Workload{Kind: w.Kind, Name: w.Name}
+	return auditlog.Workload{Kind: w.Kind, Name: w.Name}
 }
 
 // podIndex finds the pods of a workload in the pods file.
@@ -54,7 +54,7 @@ func newPodIndex(pods []*corev1.Pod) *podIndex {
 // pods the records name when the pods file still has them, otherwise those
 // of the file's pods of the same workload; generated labels left out. nil
 // when no pod was found or they share no label.
-func (ix *podIndex) labels(ns string, w report.Workload, recorded []string) map[string]string {
+func (ix *podIndex) labels(ns string, w auditlog.Workload, recorded []string) map[string]string {
 	if ix == nil {
 		return nil
 	}

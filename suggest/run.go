@@ -1,16 +1,16 @@
 package suggest
 
-import "github.com/egressd/egressd/report"
+import "github.com/egressd/egressd/auditlog"
 
-// Build reads every input (report's reader: plain, gzip, kubectl --prefix),
+// Build reads every input (auditlog's reader: plain, gzip, kubectl --prefix),
 // merges the records by id and returns the checked suggestions.
-func Build(cfg Config, inputs []report.Input) (*Result, error) {
+func Build(cfg Config, inputs []auditlog.Input) (*Result, error) {
 	s, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	rd := report.NewFullReader(0)
-	m := report.NewMerger(&rd.Stats, s.Add)
+	rd := auditlog.NewFullReader(0)
+	m := auditlog.NewMerger(&rd.Stats, s.Add)
 	for _, in := range inputs {
 		if err := rd.Read(in, m.Add); err != nil {
 			return nil, err

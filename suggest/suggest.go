@@ -10,8 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/policy"
-	"github.com/egressd/egressd/report"
 )
 
 // Config shapes the suggestions. The zero Config suggests for every
@@ -80,7 +80,7 @@ type Suggester struct {
 	// Left out, by why: requests that need no rule or must never get one.
 	skipped map[string]int64
 	records int64
-	period  report.Period
+	period  auditlog.Period
 }
 
 type wkey struct{ ns, kind, name string }
@@ -94,7 +94,7 @@ type event struct {
 
 type workload struct {
 	ns    string
-	w     report.Workload
+	w     auditlog.Workload
 	pods  map[string]bool
 	sas   map[string]bool
 	cands map[hostPort]*cand
@@ -139,9 +139,9 @@ var suggestable = map[string]bool{
 	string(policy.ReasonPrivate):        true, // only with Config.CIDRs
 }
 
-// Add takes one merged record (report.Merger's output); it keeps nothing
+// Add takes one merged record (auditlog.Merger's output); it keeps nothing
 // of r but copies of its strings.
-func (s *Suggester) Add(r *report.Record) {
+func (s *Suggester) Add(r *auditlog.Record) {
 	if r.Kind == "dns" {
 		// A lookup has no port; the request that follows it has.
 		return
@@ -190,7 +190,7 @@ func (s *Suggester) Add(r *report.Record) {
 		wl.sas[r.Client.ServiceAccount] = true
 	}
 	class := r.Class()
-	if class == report.ClassAllow {
+	if class == auditlog.ClassAllow {
 		return // allowed already: the policies in force cover it
 	}
 	if !suggestable[r.Reason] {
@@ -256,7 +256,7 @@ func (s *Suggester) classify(c *cand, text string) {
 	}
 }
 
-func (s *Suggester) skip(why string, r *report.Record) { s.skipped[why] += r.Requests() }
+func (s *Suggester) skip(why string, r *auditlog.Record) { s.skipped[why] += r.Requests() }
 
 // badHost says why a host cannot be a rule's exact host, or "".
 func badHost(h string) string {

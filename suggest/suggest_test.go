@@ -15,20 +15,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/policy"
-	"github.com/egressd/egressd/report"
+	"github.com/egressd/egressd/record"
 )
 
 var t0 = time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
 
 // rec is an audit record of pod llm-server-7d9f8-abcde of Deployment
 // llm-server in llm-prod, started at t0+ms.
-func rec(ms int, host string, port int, verdict, reason string) *audit.Record {
+func rec(ms int, host string, port int, verdict, reason string) *record.Record {
 	start := t0.Add(time.Duration(ms) * time.Millisecond)
-	return &audit.Record{
-		Time: start.Add(100 * time.Millisecond), Start: start, Event: audit.EventEnd, ID: audit.NewID(), Kind: audit.KindConnect,
-		Client: audit.Client{IP: "10.244.1.17", Namespace: "llm-prod", Pod: "llm-server-7d9f8-abcde", ServiceAccount: "llm-server",
-			Workload: &audit.Workload{Kind: "Deployment", Name: "llm-server"}},
+	return &record.Record{
+		Time: start.Add(100 * time.Millisecond), Start: start, Event: record.EventEnd, ID: audit.NewID(), Kind: record.KindConnect,
+		Client: record.Client{IP: "10.244.1.17", Namespace: "llm-prod", Pod: "llm-server-7d9f8-abcde", ServiceAccount: "llm-server",
+			Workload: &record.Workload{Kind: "Deployment", Name: "llm-server"}},
 		Host: host, Port: port, Verdict: verdict, Reason: reason, WouldDeny: verdict == "allow" && reason != "allowed",
 		Peer: "93.184.215.14:" + itoa(port), // public: no cidrs needed
 	}
@@ -36,9 +37,9 @@ func rec(ms int, host string, port int, verdict, reason string) *audit.Record {
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
-func with(r *audit.Record, f func(r *audit.Record)) *audit.Record { f(r); return r }
+func with(r *record.Record, f func(r *record.Record)) *record.Record { f(r); return r }
 
-func writeRecords(t *testing.T, recs ...*audit.Record) []report.Input {
+func writeRecords(t *testing.T, recs ...*record.Record) []auditlog.Input {
 	t.Helper()
 	var buf bytes.Buffer
 	for _, r := range recs {
@@ -52,7 +53,7 @@ func writeRecords(t *testing.T, recs ...*audit.Record) []report.Input {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ins, err := report.Inputs([]string{path}, nil)
+	ins, err := auditlog.Inputs([]string{path}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +87,13 @@ func TestSuggest(t *testing.T) {
 	cases := []struct {
 		name string
 		cfg  Config
-		recs []*audit.Record
+		recs []*record.Record
 		want want
 	}{
 		{
 			name: "audit mode: a download and its redirect",
 			cfg:  Config{Pods: pods},
-			recs: []*audit.Record{
+			recs: []*record.Record{
 				rec(0, "models.example.com", 443, "allow", "not-allowlisted"),
 				rec(300, "eu1.blob.example.net", 443, "allow", "not-allowlisted"),
 				rec(60000, "api.llm.example", 443, "allow", "not-allowlisted"),
@@ -106,7 +107,7 @@ func TestSuggest(t *testing.T) {
 		},
 		{
 			name: "a host first seen 6 s after is no redirect target; a denied request is no source",
-			recs: []*audit.Record{
+			recs: []*record.Record{
 				rec(0, "models.example.com", 443, "allow", "allowed"),
 				rec(6000, "eu1.blob.example.net", 443, "deny", "not-allowlisted"),
 				rec(4000, "cdn.example.org", 443, "deny", "port-not-allowed"),
@@ -121,18 +122,18 @@ func TestSuggest(t *testing.T) {
 		},
 		{
 			name: "plain HTTP names its redirect",
-			recs: []*audit.Record{
-				with(rec(0, "mirror.example.com", 80, "allow", "allowed"), func(r *audit.Record) {
-					r.Kind, r.HTTP = audit.KindHTTP, &audit.HTTP{Method: "GET", Status: 302, RedirectHost: "files.example.net"}
+			recs: []*record.Record{
+				with(rec(0, "mirror.example.com", 80, "allow", "allowed"), func(r *record.Record) {
+					r.Kind, r.HTTP = record.KindHTTP, &record.HTTP{Method: "GET", Status: 302, RedirectHost: "files.example.net"}
 				}),
-				with(rec(30000, "files.example.net", 80, "allow", "not-allowlisted"), func(r *audit.Record) { r.Kind = audit.KindHTTP }),
+				with(rec(30000, "files.example.net", 80, "allow", "not-allowlisted"), func(r *record.Record) { r.Kind = record.KindHTTP }),
 			},
 			want: want{rules: []string{"files.example.net:80 redirect target of mirror.example.com?"}, fallback: true,
 				labels: map[string]string{"app.kubernetes.io/name": "llm-server"}},
 		},
 		{
 			name: "three siblings fold under their common parent, two do not",
-			recs: []*audit.Record{
+			recs: []*record.Record{
 				rec(0, "eu1.blob.example.net", 443, "allow", "not-allowlisted"),
 				rec(10000, "us1.blob.example.net", 443, "allow", "not-allowlisted"),
 				rec(20000, "ap1.blob.example.net", 443, "allow", "not-allowlisted"),
@@ -146,7 +147,7 @@ func TestSuggest(t *testing.T) {
 		},
 		{
 			name: "no fold over a privately registered suffix nor across registrable domains",
-			recs: []*audit.Record{
+			recs: []*record.Record{
 				rec(0, "a.s3.amazonaws.com", 443, "allow", "not-allowlisted"),
 				rec(10000, "b.s3.amazonaws.com", 443, "allow", "not-allowlisted"),
 				rec(20000, "c.s3.amazonaws.com", 443, "allow", "not-allowlisted"),
@@ -161,7 +162,7 @@ func TestSuggest(t *testing.T) {
 		{
 			name: "fold -1 never folds",
 			cfg:  Config{Fold: -1},
-			recs: []*audit.Record{
+			recs: []*record.Record{
 				rec(0, "eu1.blob.example.net", 443, "allow", "not-allowlisted"),
 				rec(10000, "us1.blob.example.net", 443, "allow", "not-allowlisted"),
 				rec(20000, "ap1.blob.example.net", 443, "allow", "not-allowlisted"),
@@ -171,19 +172,19 @@ func TestSuggest(t *testing.T) {
 		},
 		{
 			name: "never suggested: never class, unknown clients, IP literals, probes, other reasons",
-			recs: []*audit.Record{
+			recs: []*record.Record{
 				rec(0, "169.254.169.254", 80, "deny", "metadata"),
 				rec(1, "metadata.google.internal", 80, "deny", "metadata"),
 				rec(2, "169.254.10.1", 80, "deny", "link-local"),
 				rec(3, "203.0.113.7", 443, "deny", "ip-literal"),
-				with(rec(4, "10.0.0.9", 443, "allow", "not-allowlisted"), func(r *audit.Record) {}),
-				with(rec(5, "models.example.com", 443, "deny", "unknown-client"), func(r *audit.Record) { r.Client = audit.Client{IP: "10.244.9.9"} }),
-				with(rec(6, "models.example.com", 443, "deny", "not-allowlisted"), func(r *audit.Record) { r.Probe = "negative" }),
+				with(rec(4, "10.0.0.9", 443, "allow", "not-allowlisted"), func(r *record.Record) {}),
+				with(rec(5, "models.example.com", 443, "deny", "unknown-client"), func(r *record.Record) { r.Client = record.Client{IP: "10.244.9.9"} }),
+				with(rec(6, "models.example.com", 443, "deny", "not-allowlisted"), func(r *record.Record) { r.Probe = "negative" }),
 				rec(7, "evil.example", 443, "deny", "sni-mismatch"),
-				with(rec(8, "rebind.example", 443, "allow", "not-allowlisted"), func(r *audit.Record) {
-					r.DNS = &audit.DNS{Answers: []string{"169.254.169.254"}}
+				with(rec(8, "rebind.example", 443, "allow", "not-allowlisted"), func(r *record.Record) {
+					r.DNS = &record.DNS{Answers: []string{"169.254.169.254"}}
 				}),
-				with(rec(9, "registry.corp.internal", 443, "allow", "not-allowlisted"), func(r *audit.Record) { r.Peer = "10.40.3.5:443" }),
+				with(rec(9, "registry.corp.internal", 443, "allow", "not-allowlisted"), func(r *record.Record) { r.Peer = "10.40.3.5:443" }),
 				rec(10000, "ok.example.com", 443, "allow", "not-allowlisted"),
 			},
 			want: want{rules: []string{"ok.example.com:443 TODO"}, fallback: true, labels: map[string]string{"app.kubernetes.io/name": "llm-server"},
@@ -194,8 +195,8 @@ func TestSuggest(t *testing.T) {
 		{
 			name: "--cidr opens the private range the host resolved to",
 			cfg:  Config{CIDRs: []netip.Prefix{netip.MustParsePrefix("10.40.0.0/16")}},
-			recs: []*audit.Record{
-				with(rec(0, "registry.corp.internal", 443, "allow", "private-address"), func(r *audit.Record) { r.Peer = "10.40.3.5:443" }),
+			recs: []*record.Record{
+				with(rec(0, "registry.corp.internal", 443, "allow", "private-address"), func(r *record.Record) { r.Peer = "10.40.3.5:443" }),
 			},
 			want: want{rules: []string{"registry.corp.internal:443 TODO [10.40.0.0/16]"}, fallback: true,
 				labels: map[string]string{"app.kubernetes.io/name": "llm-server"}},
@@ -257,7 +258,7 @@ func TestSuggest(t *testing.T) {
 // and validates, lints clean, and the compiled snapshot allows every
 // suggested request of the records for the pod as the pods file (or the
 // fallback label) describes it.
-func replay(t *testing.T, yaml []byte, recs []*audit.Record, cfg Config) {
+func replay(t *testing.T, yaml []byte, recs []*record.Record, cfg Config) {
 	t.Helper()
 	docs, err := policy.Parse("suggested.yaml", yaml)
 	if err != nil {
@@ -360,7 +361,7 @@ func FuzzSuggest(f *testing.F) {
 		if port < 1 || port > 65535 {
 			return
 		}
-		var recs []*audit.Record
+		var recs []*record.Record
 		for i, h := range []string{h1, h2, h3} {
 			recs = append(recs, rec(i*1000, h, port, "allow", "not-allowlisted"))
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy"
+	"github.com/egressd/egressd/record"
 	"github.com/egressd/egressd/resolver"
 )
 
@@ -232,7 +233,7 @@ func (r *agreeRun) connect(t *testing.T, host string, port int) string {
 	}
 	select {
 	case l := <-r.records:
-		var rec audit.Record
+		var rec record.Record
 		if err := json.Unmarshal(l, &rec); err != nil {
 			t.Fatalf("record %s: %v", l, err)
 		}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
 )
 
 // startKube starts the informers on Pods and EgressPolicies of the namespace,
@@ -47,7 +47,7 @@ func startKube(ctx context.Context, o *runOptions, st *state, g *runGroup, reval
 
 // recordEvent is the audit logger's hook for Kubernetes Events: it hands
 // every record to the emitter, which keeps the denials of known pods.
-func (s *state) recordEvent(r *audit.Record) {
+func (s *state) recordEvent(r *record.Record) {
 	if em := s.events.Load(); em != nil {
 		em.Record(r)
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/egressd/egressd/kube"
-	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/netpol"
 )
 
 const netpolUsage = `usage: egressd netpol --namespace NS [flags]
@@ -45,11 +45,11 @@ func netpolMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		check       = fs.Bool("check", false, "check the namespace's existing NetworkPolicies for paths that bypass egressd")
 		egressdSel  = fs.String("egressd-selector", "app.kubernetes.io/name=egressd", "labels of the egressd pods, k=v[,k=v]")
 		workloadSel = fs.String("workload-selector", "", "label selector of the workload pods; empty: every pod but egressd")
-		proxyPort   = fs.Int("proxy-port", policy.DefaultProxyPort, "egressd proxy container port (TCP)")
-		sniPort     = fs.Int("sni-port", policy.DefaultSNIPort, "egressd transparent TLS container port (TCP)")
-		httpPort    = fs.Int("http-port", policy.DefaultHTTPPort, "egressd transparent HTTP container port (TCP)")
-		dnsPort     = fs.Int("dns-port", policy.DefaultDNSPort, "egressd DNS container port (UDP and TCP)")
-		metricsPort = fs.Int("metrics-port", policy.DefaultMetricsPort, "egressd metrics container port (TCP)")
+		proxyPort   = fs.Int("proxy-port", netpol.DefaultProxyPort, "egressd proxy container port (TCP)")
+		sniPort     = fs.Int("sni-port", netpol.DefaultSNIPort, "egressd transparent TLS container port (TCP)")
+		httpPort    = fs.Int("http-port", netpol.DefaultHTTPPort, "egressd transparent HTTP container port (TCP)")
+		dnsPort     = fs.Int("dns-port", netpol.DefaultDNSPort, "egressd DNS container port (UDP and TCP)")
+		metricsPort = fs.Int("metrics-port", netpol.DefaultMetricsPort, "egressd metrics container port (TCP)")
 		metricsNS   = fs.String("metrics-namespace", "", "namespace allowed to scrape metrics; empty: egressd's own")
 		dnsNS       = fs.String("kube-dns-namespace", "kube-system", "namespace of the cluster DNS pods (egressd's upstream)")
 		dnsSel      = fs.String("kube-dns-selector", "k8s-app=kube-dns", "labels of the cluster DNS pods, k=v[,k=v]")
@@ -66,7 +66,7 @@ func netpolMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 
-	opts := policy.NetpolOptions{
+	opts := netpol.Options{
 		Namespace:        *namespace,
 		MetricsNamespace: *metricsNS,
 		KubeDNSNamespace: *dnsNS,
@@ -121,7 +121,7 @@ func netpolMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 
-	nps := policy.NetworkPolicies(opts)
+	nps := netpol.NetworkPolicies(opts)
 	if !*apply && !*check {
 		if err := writeYAML(stdout, nps); err != nil {
 			fmt.Fprintf(stderr, "egressd netpol: %v\n", err)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/policy"
@@ -104,7 +105,7 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintln(stderr, "egressd report: no input: give FILE, DIR or - (stdin is a terminal)")
 		return 2
 	}
-	ins, err := report.Inputs(inputs, stdin)
+	ins, err := auditlog.Inputs(inputs, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "egressd report: %v\n", err)
 		return 1

@@ -96,7 +96,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.responseTimeout, "response-timeout", 0, "how long a plain HTTP request waits for the origin's response header before 504 (0: 5m)")
 	fs.DurationVar(&o.eventInterval, "event-interval", kube.DefaultEventInterval, "with --kube: at most one Kubernetes Event (EgressDenied) on a denied pod per host and reason in this interval; 0 disables Events")
 	fs.StringVar(&o.auditHTTPPath, "audit-http-path", string(proxy.HTTPPathNone), "none, or full: record plain HTTP request paths (without query) in audit records; paths can hold tokens")
-	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold on the proxy, transparent and DNS-over-TCP listeners, each (0: 1024; negative: no limit)")
+	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold: one budget shared by the proxy, SNI and Host listeners, another for DNS over TCP (0: 1024; negative: no limit)")
 	fs.Float64Var(&o.dnsRate, "dns-rate", 0, "DNS queries per second one source IP may send, UDP and TCP; over it REFUSED (0: 1000; negative: no limit)")
 	fs.IntVar(&o.dnsBurst, "dns-burst", 0, "DNS queries one source IP may send at once above --dns-rate (0: twice --dns-rate)")
 }
@@ -283,8 +283,9 @@ func (g *runGroup) Go(f func() error) {
 // were a measurable part of a new connection's cost. Nothing is lost:
 // pods reach egressd without a NAT whose mapping would need refreshing,
 // and every one of those connections ends by egressd's own clock when idle
-// (--idle-timeout for tunnels, --header-timeout between requests, the DNS
-// server's read timeout). The metrics listener keeps Go's default (0).
+// (the proxy's IdleTimeout for tunnels and kept-alive connections, 5m,
+// its HeaderTimeout for a request head, 10s, and the DNS server's read
+// timeout; none of them is a flag). The metrics listener keeps Go's default (0).
 func listen(network, addr string, keepAlive time.Duration) (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: keepAlive}
 	ln, err := lc.Listen(context.Background(), network, addr)

@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/egressd/egressd/report"
+	"github.com/egressd/egressd/auditlog"
 	"github.com/egressd/egressd/suggest"
 )
 
@@ -64,7 +64,7 @@ func suggestMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "egressd suggest: no input: give FILE, DIR or - (stdin is a terminal)")
 		return 2
 	}
-	ins, err := report.Inputs(inputs, stdin)
+	ins, err := auditlog.Inputs(inputs, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "egressd suggest: %v\n", err)
 		return 1

@@ -4,6 +4,6 @@
 // per client, kind and second with a count, so that one pod cannot flood
 // the audit log by being refused).
 //
-// It imports only the standard library; callers turn a summary into their
-// own audit record. It must not import proxy, resolver or cmd.
+// It imports only the standard library and golang.org/x/time/rate (the
+// token bucket); callers turn a summary into their own audit record. It must not import proxy, resolver or cmd.
 package limit

@@ -2,7 +2,7 @@
 // lint --strict and helm template with default values and with every option
 // on (charts/egressd/ci/all-on-values.yaml), every rendered object applied
 // with a server-side dry run to a real kube-apiserver (internal/k8stest), and
-// the rendered NetworkPolicies compared with policy.NetworkPolicies, the
+// the rendered NetworkPolicies compared with netpol.NetworkPolicies, the
 // generator behind `egressd netpol`, for the same settings. The `helm test`
 // hook Pod is checked for the identity it runs under and a probe file that
 // `egressd probe` parses (probe_test.go); the PrometheusRule against the

@@ -13,11 +13,11 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/netpol"
 )
 
 // TestNetworkPoliciesEqualNetpol holds the chart to one source of truth: for
-// the same settings, the rendered NetworkPolicies equal policy.NetworkPolicies,
+// the same settings, the rendered NetworkPolicies equal netpol.NetworkPolicies,
 // the generator behind `egressd netpol`: same names, selectors, ports,
 // ipBlocks and excepts. Labels differ by design (Helm's vs egressd's
 // managed-by) and are not compared; list order is not semantic and is
@@ -28,12 +28,12 @@ func TestNetworkPoliciesEqualNetpol(t *testing.T) {
 		name  string
 		files []string
 		sets  []string
-		opts  policy.NetpolOptions
+		opts  netpol.Options
 	}{
-		{name: "defaults", opts: policy.NetpolOptions{Namespace: ns}},
+		{name: "defaults", opts: netpol.Options{Namespace: ns}},
 		{
 			name: "all-on", files: []string{allOnValues(t)},
-			opts: policy.NetpolOptions{
+			opts: netpol.Options{
 				Namespace:        ns,
 				WorkloadSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"egress.example.com/confined": "true"}},
 				KubeDNSNamespace: "dns-system",
@@ -53,7 +53,7 @@ func TestNetworkPoliciesEqualNetpol(t *testing.T) {
 				"networkPolicy.workloadSelector.matchExpressions[0].operator=In",
 				"networkPolicy.workloadSelector.matchExpressions[0].values[0]=batch",
 			},
-			opts: policy.NetpolOptions{
+			opts: netpol.Options{
 				Namespace: ns, NoKubeDNS: true,
 				NodeLocalDNS: netip.MustParseAddr("fd00:10:96::a"),
 				WorkloadSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -68,7 +68,7 @@ func TestNetworkPoliciesEqualNetpol(t *testing.T) {
 				t.Fatalf("the case's own options are invalid: %v", err)
 			}
 			want := map[string][]byte{}
-			for _, np := range policy.NetworkPolicies(c.opts) {
+			for _, np := range netpol.NetworkPolicies(c.opts) {
 				want[np.Name] = canonNetpol(t, np)
 			}
 			got := map[string][]byte{}
@@ -95,7 +95,7 @@ func TestNetworkPoliciesEqualNetpol(t *testing.T) {
 }
 
 // TestNetworkPolicyToggle: off renders none; unsafe addresses that
-// NetpolOptions.Validate refuses fail the render too.
+// netpol.Options.Validate refuses fail the render too.
 func TestNetworkPolicyToggle(t *testing.T) {
 	if got := ofKind(render(t, "llm-prod", nil, "networkPolicy.enabled=false"), "NetworkPolicy"); len(got) != 0 {
 		t.Errorf("networkPolicy.enabled=false renders %d NetworkPolicies", len(got))
@@ -103,21 +103,21 @@ func TestNetworkPolicyToggle(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		set  string
-		opts policy.NetpolOptions
+		opts netpol.Options
 		want string // substring of the render error
 	}{
 		{"node-local link-local default", "networkPolicy.nodeLocalDNS=169.254.20.10",
-			policy.NetpolOptions{Namespace: "x", NodeLocalDNS: netip.MustParseAddr("169.254.20.10")}, "no ipBlock may include"},
+			netpol.Options{Namespace: "x", NodeLocalDNS: netip.MustParseAddr("169.254.20.10")}, "no ipBlock may include"},
 		{"api server on metadata", "networkPolicy.apiServer.cidrs[0]=169.254.169.254/32",
-			policy.NetpolOptions{Namespace: "x", APIServer: []netip.Prefix{netip.MustParsePrefix("169.254.169.254/32")}}, "no ipBlock may include"},
+			netpol.Options{Namespace: "x", APIServer: []netip.Prefix{netip.MustParsePrefix("169.254.169.254/32")}}, "no ipBlock may include"},
 		{"api server default route", "networkPolicy.apiServer.cidrs[0]=0.0.0.0/0",
-			policy.NetpolOptions{Namespace: "x", APIServer: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}, "no ipBlock may include"},
+			netpol.Options{Namespace: "x", APIServer: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}, "no ipBlock may include"},
 		{"api server Azure WireServer", "networkPolicy.apiServer.cidrs[0]=168.63.129.16/32",
-			policy.NetpolOptions{Namespace: "x", APIServer: []netip.Prefix{netip.MustParsePrefix("168.63.129.16/32")}}, "no ipBlock may include"},
+			netpol.Options{Namespace: "x", APIServer: []netip.Prefix{netip.MustParsePrefix("168.63.129.16/32")}}, "no ipBlock may include"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.opts.Validate() == nil {
-				t.Fatal("policy.NetpolOptions.Validate accepts it; the chart must not be stricter than netpol")
+				t.Fatal("netpol.Options.Validate accepts it; the chart must not be stricter than netpol")
 			}
 			out, err := renderErr(t, "llm-prod", nil, c.set)
 			if err == nil {

@@ -55,7 +55,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/*
 egressd.servingPorts: egressd's container ports that workloads reach, in the
-order of policy.NetworkPolicies: proxy 3128, SNI 8443, HTTP 8080 (TCP; open
+order of netpol.NetworkPolicies: proxy 3128, SNI 8443, HTTP 8080 (TCP; open
 even while the transparent listeners are off, as `egressd netpol` does), DNS
 5353 over UDP and TCP.
 */}}
@@ -73,7 +73,7 @@ even while the transparent listeners are off, as `egressd netpol` does), DNS
 {{- end -}}
 
 {{/*
-egressd.checkNetpol refuses what policy.NetpolOptions.Validate refuses: an
+egressd.checkNetpol refuses what netpol.Options.Validate refuses: an
 ipBlock must never include link-local or a metadata address.
 */}}
 {{- define "egressd.checkNetpol" -}}

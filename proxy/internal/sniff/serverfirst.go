@@ -8,7 +8,7 @@ import (
 	"golang.org/x/crypto/cryptobyte"
 )
 
-// TLS results recorded in audit.TLS.Result.
+// TLS results recorded in record.TLS.Result.
 const (
 	ResultEstablished   = "established"
 	ResultNoServerHello = "no-server-hello"

@@ -1,4 +1,4 @@
-package audit
+package record
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// appendRecord appends r as one JSON object (no newline) to buf. The bytes
+// AppendJSON appends r as one JSON object (no newline) to buf. The bytes
 // are exactly what encoding/json.Marshal(r) gives — field order, omitempty,
 // HTML-safe string escaping, float and time formats — without reflection
 // or allocation: the resolver writes one record per DNS query, and
@@ -17,15 +17,15 @@ import (
 //
 // Keep it in step with the struct tags in record.go: a field added there
 // must be added here (TestAppendRecordCoversEveryField notices).
-func appendRecord(b []byte, r *Record) ([]byte, error) {
+func AppendJSON(b []byte, r *Record) ([]byte, error) {
 	var err error
 	b = append(b, `{"time":"`...)
 	if b, err = r.Time.AppendText(b); err != nil {
-		return nil, fmt.Errorf("audit: encode time: %w", err)
+		return nil, fmt.Errorf("record: encode time: %w", err)
 	}
 	b = append(b, `","start":"`...)
 	if b, err = r.Start.AppendText(b); err != nil {
-		return nil, fmt.Errorf("audit: encode start: %w", err)
+		return nil, fmt.Errorf("record: encode start: %w", err)
 	}
 	b = append(b, '"')
 	b = appendOptString(b, `,"event":`, r.Event)
@@ -176,7 +176,7 @@ func appendStrings(b []byte, ss []string) []byte {
 // written e-7 rather than e-07.
 func appendFloat(b []byte, f float64) ([]byte, error) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, fmt.Errorf("audit: encode float: unsupported value %v", f)
+		return nil, fmt.Errorf("record: encode float: unsupported value %v", f)
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {

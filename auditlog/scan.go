@@ -1,8 +1,7 @@
-package report
+package auditlog
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,226 +9,13 @@ import (
 	"unicode/utf8"
 )
 
-// decoder turns one JSON line into a Record without reflection: report
-// reads millions of records, and encoding/json spent most of a record's
-// cost in reflection and in allocating every string (BenchmarkDecode
-// compares the two). It reads the members Record needs and skips the rest
-// (unknown members included, so that newer records still read). Keys are
-// matched exactly, as audit writes them.
-//
-// Repeated strings (hosts, pods, reasons) are interned: a record costs no
-// allocation once its strings were seen. The table is bounded; past the
-// bound, strings are allocated and not kept.
-type decoder struct {
-	strs    map[string]string
-	cache   [internCache]string // direct-mapped in front of strs
-	scratch []byte              // unescaped string being built
-	answers []string
-	// full decodes what only suggest needs too (client.uid, purpose,
-	// owner, mode, dns.answers, tls.version, http.status); report skips
-	// them.
-	full bool
-}
-
-// internCache is the size of the direct-mapped cache in front of the
-// intern map: most strings of a record (verdict, reason, kind, namespace,
-// host) hit it, for the cost of one comparison instead of a map lookup.
-const internCache = 1 << 12
-
-// maxInterned bounds the intern table: distinct strings beyond it (peers
-// of a large CDN, a DNS tunnel's random names) are allocated per record.
-const maxInterned = 1 << 17
-
-func newDecoder(full bool) *decoder {
-	return &decoder{strs: make(map[string]string, 1024), full: full}
-}
-
-var (
-	errSyntax = errors.New("invalid JSON")
-	errType   = errors.New("unexpected type")
-)
-
-// decode parses line (one JSON object) into r.
-func (d *decoder) decode(line []byte, r *Record) error {
-	answers := r.Answers[:0]
-	*r = Record{Rule: -1}
-	d.answers = answers
-	i := skipWS(line, 0)
-	end, err := d.object(line, i, func(key []byte, i int) (int, error) { return d.top(line, key, i, r) })
-	if err != nil {
-		return err
-	}
-	if skipWS(line, end) != len(line) {
-		return fmt.Errorf("%w: data after the object", errSyntax)
-	}
-	r.Answers = d.answers
-	// A record without start (first release), or whose start the logger
-	// defaulted to its time, started duration_ms before it was written.
-	if r.Start.IsZero() || (r.Start.Equal(r.Time) && r.DurationMS > 0) {
-		r.Start = r.Time.Add(-time.Duration(r.DurationMS * float64(time.Millisecond)))
-	}
-	if r.Event == "" {
-		r.Event = eventEnd
-	}
-	return nil
-}
-
-// top decodes one member of the record object.
-func (d *decoder) top(b, key []byte, i int, r *Record) (int, error) {
-	var err error
-	switch string(key) {
-	case "time":
-		r.Time, i, err = d.time(b, i)
-	case "start":
-		r.Start, i, err = d.time(b, i)
-	case "event":
-		r.Event, i, err = d.str(b, i)
-	case "id":
-		r.ID, i, err = d.raw(b, i)
-	case "kind":
-		r.Kind, i, err = d.str(b, i)
-	case "client":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) { return d.client(b, key, i, &r.Client) })
-	case "host":
-		r.Host, i, err = d.str(b, i)
-	case "port":
-		var n int64
-		n, i, err = d.int(b, i)
-		r.Port = int(n)
-	case "verdict":
-		r.Verdict, i, err = d.str(b, i)
-	case "would_deny":
-		r.WouldDeny, i, err = d.bool(b, i)
-	case "reason":
-		r.Reason, i, err = d.str(b, i)
-	case "policy":
-		r.Policy, i, err = d.str(b, i)
-	case "rule":
-		var n int64
-		n, i, err = d.int(b, i)
-		r.Rule = int(n)
-	case "purpose", "owner", "mode", "dns":
-		if !d.full {
-			i, err = skipValue(b, i)
-			break
-		}
-		i, err = d.suggestOnly(b, key, i, r)
-	case "probe":
-		r.Probe, i, err = d.str(b, i)
-	case "peer":
-		r.Peer, i, err = d.str(b, i)
-	case "tls":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
-			var err error
-			switch string(key) {
-			case "result":
-				r.TLSResult, i, err = d.str(b, i)
-			case "version":
-				if !d.full {
-					return skipValue(b, i)
-				}
-				r.TLSVersion, i, err = d.str(b, i)
-			default:
-				i, err = skipValue(b, i)
-			}
-			return i, err
-		})
-	case "http":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
-			var err error
-			switch string(key) {
-			case "status":
-				if !d.full {
-					return skipValue(b, i)
-				}
-				var n int64
-				n, i, err = d.int(b, i)
-				r.HTTPStatus = int(n)
-			case "redirect_host":
-				r.RedirectHost, i, err = d.str(b, i)
-			default:
-				i, err = skipValue(b, i)
-			}
-			return i, err
-		})
-	case "bytes_sent":
-		r.BytesSent, i, err = d.int(b, i)
-	case "bytes_received":
-		r.BytesReceived, i, err = d.int(b, i)
-	case "duration_ms":
-		r.DurationMS, i, err = d.float(b, i)
-	case "outcome":
-		r.Outcome, i, err = d.str(b, i)
-	case "count":
-		r.Count, i, err = d.int(b, i)
-	default:
-		i, err = skipValue(b, i)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", key, err)
-	}
-	return i, nil
-}
-
-// suggestOnly decodes the members only suggest reads.
-func (d *decoder) suggestOnly(b, key []byte, i int, r *Record) (int, error) {
-	var err error
-	switch string(key) {
-	case "purpose":
-		r.Purpose, i, err = d.str(b, i)
-	case "owner":
-		r.Owner, i, err = d.str(b, i)
-	case "mode":
-		r.Mode, i, err = d.str(b, i)
-	case "dns":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
-			if string(key) == "answers" {
-				return d.strings(b, i)
-			}
-			return skipValue(b, i)
-		})
-	}
-	return i, err
-}
-
-func (d *decoder) client(b, key []byte, i int, c *Client) (int, error) {
-	var err error
-	switch string(key) {
-	case "ip":
-		c.IP, i, err = d.str(b, i)
-	case "namespace":
-		c.Namespace, i, err = d.str(b, i)
-	case "pod":
-		c.Pod, i, err = d.str(b, i)
-	case "serviceAccount":
-		c.ServiceAccount, i, err = d.str(b, i)
-	case "uid":
-		if !d.full {
-			return skipValue(b, i)
-		}
-		c.UID, i, err = d.str(b, i)
-	case "workload":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
-			var err error
-			switch string(key) {
-			case "kind":
-				c.Workload.Kind, i, err = d.str(b, i)
-			case "name":
-				c.Workload.Name, i, err = d.str(b, i)
-			default:
-				i, err = skipValue(b, i)
-			}
-			return i, err
-		})
-	default:
-		i, err = skipValue(b, i)
-	}
-	return i, err
-}
+// The JSON primitives of Decoder: objects, strings (interned or raw,
+// unescaped as encoding/json does), numbers, booleans, RFC 3339 times,
+// and skipping a value.
 
 // object reads the object at b[i] (or null), calling member for each key
 // with i at the member's value; member returns the index after the value.
-func (d *decoder) object(b []byte, i int, member func(key []byte, i int) (int, error)) (int, error) {
+func (d *Decoder) object(b []byte, i int, member func(key []byte, i int) (int, error)) (int, error) {
 	i = skipWS(b, i)
 	if isNull(b, i) {
 		return i + 4, nil
@@ -276,7 +62,7 @@ func (d *decoder) object(b []byte, i int, member func(key []byte, i int) (int, e
 
 // ownKey copies a key that was unescaped into scratch, which member
 // values overwrite.
-func (d *decoder) ownKey(key []byte) ([]byte, error) {
+func (d *Decoder) ownKey(key []byte) ([]byte, error) {
 	if len(d.scratch) > 0 && len(key) > 0 && &key[0] == &d.scratch[0] {
 		return append([]byte(nil), key...), nil
 	}
@@ -284,7 +70,7 @@ func (d *decoder) ownKey(key []byte) ([]byte, error) {
 }
 
 // str reads a string (or null, as "") and interns it.
-func (d *decoder) str(b []byte, i int) (string, int, error) {
+func (d *Decoder) str(b []byte, i int) (string, int, error) {
 	if isNull(b, i) {
 		return "", i + 4, nil
 	}
@@ -297,7 +83,7 @@ func (d *decoder) str(b []byte, i int) (string, int, error) {
 
 // raw reads a string and returns its bytes without interning; they alias
 // b or the scratch buffer and are valid until the next string is read.
-func (d *decoder) raw(b []byte, i int) ([]byte, int, error) {
+func (d *Decoder) raw(b []byte, i int) ([]byte, int, error) {
 	if isNull(b, i) {
 		return nil, i + 4, nil
 	}
@@ -311,7 +97,7 @@ func (d *decoder) raw(b []byte, i int) ([]byte, int, error) {
 	return s, next, nil
 }
 
-func (d *decoder) intern(s []byte) string {
+func (d *Decoder) intern(s []byte) string {
 	if len(s) == 0 {
 		return ""
 	}
@@ -333,7 +119,7 @@ func (d *decoder) intern(s []byte) string {
 }
 
 // strings reads an array of strings into d.answers.
-func (d *decoder) strings(b []byte, i int) (int, error) {
+func (d *Decoder) strings(b []byte, i int) (int, error) {
 	if isNull(b, i) {
 		return i + 4, nil
 	}
@@ -367,7 +153,7 @@ func (d *decoder) strings(b []byte, i int) (int, error) {
 
 // rawString reads the string at b[i]. Without escapes it returns a slice
 // of b; otherwise the unescaped bytes in d.scratch.
-func (d *decoder) rawString(b []byte, i int) ([]byte, int, error) {
+func (d *Decoder) rawString(b []byte, i int) ([]byte, int, error) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, 0, fmt.Errorf("%w: want a string", errType)
 	}
@@ -386,7 +172,7 @@ func (d *decoder) rawString(b []byte, i int) ([]byte, int, error) {
 // unescape builds the string that starts at b[start] and has its first
 // escape at b[j], as encoding/json would: invalid UTF-8 and lone
 // surrogates become U+FFFD.
-func (d *decoder) unescape(b []byte, start, j int) ([]byte, int, error) {
+func (d *Decoder) unescape(b []byte, start, j int) ([]byte, int, error) {
 	out := append(d.scratch[:0], b[start:j]...)
 	for j < len(b) {
 		c := b[j]
@@ -466,7 +252,7 @@ func hex4(b []byte, i int) (rune, bool) {
 // int reads an integer (or null, as 0). A number with a fraction or an
 // exponent is read as a float and truncated, as no field of a record
 // needs one.
-func (d *decoder) int(b []byte, i int) (int64, int, error) {
+func (d *Decoder) int(b []byte, i int) (int64, int, error) {
 	if isNull(b, i) {
 		return 0, i + 4, nil
 	}
@@ -495,7 +281,7 @@ func (d *decoder) int(b []byte, i int) (int64, int, error) {
 	return n, j, nil
 }
 
-func (d *decoder) intSlow(b []byte, i int) (int64, int, error) {
+func (d *Decoder) intSlow(b []byte, i int) (int64, int, error) {
 	f, next, err := d.float(b, i)
 	if err != nil {
 		return 0, 0, err
@@ -503,7 +289,7 @@ func (d *decoder) intSlow(b []byte, i int) (int64, int, error) {
 	return int64(f), next, nil
 }
 
-func (d *decoder) float(b []byte, i int) (float64, int, error) {
+func (d *Decoder) float(b []byte, i int) (float64, int, error) {
 	if isNull(b, i) {
 		return 0, i + 4, nil
 	}
@@ -521,7 +307,7 @@ func (d *decoder) float(b []byte, i int) (float64, int, error) {
 	return f, j, nil
 }
 
-func (d *decoder) bool(b []byte, i int) (bool, int, error) {
+func (d *Decoder) bool(b []byte, i int) (bool, int, error) {
 	switch {
 	case hasAt(b, i, "true"):
 		return true, i + 4, nil
@@ -536,7 +322,7 @@ func (d *decoder) bool(b []byte, i int) (bool, int, error) {
 // time reads an RFC 3339 time as audit writes it (time.Time's
 // MarshalText); the common UTC and offset forms are parsed by hand, the
 // rest by time.Parse.
-func (d *decoder) time(b []byte, i int) (time.Time, int, error) {
+func (d *Decoder) time(b []byte, i int) (time.Time, int, error) {
 	if isNull(b, i) {
 		return time.Time{}, i + 4, nil
 	}

@@ -1,6 +1,7 @@
-package report
+package auditlog
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestReaderInputs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, workers := range []int{1, 2} {
-			t.Run(tc.name+"/workers="+itoa(int64(workers)), func(t *testing.T) {
+			t.Run(tc.name+"/workers="+strconv.Itoa(workers), func(t *testing.T) {
 				rd := NewReader(workers)
 				// Blocks come in no particular order with two workers:
 				// the last host of the input is the greatest here.

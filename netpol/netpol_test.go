@@ -1,4 +1,4 @@
-package policy
+package netpol
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/egressd/egressd/policy"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -60,13 +62,13 @@ func blockAllows(t *testing.T, b *networkingv1.IPBlock, a netip.Addr) bool {
 func TestNetworkPoliciesNeverOpenNeverClass(t *testing.T) {
 	cases := []struct {
 		name string
-		opts NetpolOptions
+		opts Options
 	}{
-		{"defaults", NetpolOptions{Namespace: "llm"}},
-		{"nodelocal and apiserver", NetpolOptions{Namespace: "llm",
+		{"defaults", Options{Namespace: "llm"}},
+		{"nodelocal and apiserver", Options{Namespace: "llm",
 			NodeLocalDNS: netip.MustParseAddr("10.96.0.10"),
 			APIServer:    []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32"), netip.MustParsePrefix("2001:db8::1/128")}}},
-		{"unsafe entries are left out", NetpolOptions{Namespace: "llm",
+		{"unsafe entries are left out", Options{Namespace: "llm",
 			NodeLocalDNS: netip.MustParseAddr("169.254.20.10"),
 			APIServer:    []netip.Prefix{netip.MustParsePrefix("169.254.0.0/15"), netip.MustParsePrefix("0.0.0.0/0")}}},
 	}
@@ -105,11 +107,11 @@ func TestNeverPrefixesAgreeWithGuard(t *testing.T) {
 			continue
 		}
 		t.Run(s, func(t *testing.T) {
-			if c, _ := Classify(a); c != ClassNever {
+			if c, _ := policy.Classify(a); c != policy.ClassNever {
 				t.Skipf("guard classifies %s as %v, not never", s, c)
 			}
 			in := false
-			for _, p := range NeverPrefixes() {
+			for _, p := range policy.NeverPrefixes() {
 				in = in || p.Contains(a)
 			}
 			if !in {
@@ -120,7 +122,7 @@ func TestNeverPrefixesAgreeWithGuard(t *testing.T) {
 }
 
 func TestNetworkPoliciesShape(t *testing.T) {
-	nps := NetworkPolicies(NetpolOptions{Namespace: "llm", MetricsNamespace: "monitoring"})
+	nps := NetworkPolicies(Options{Namespace: "llm", MetricsNamespace: "monitoring"})
 	if len(nps) != 2 {
 		t.Fatalf("got %d policies, want 2", len(nps))
 	}
@@ -192,18 +194,18 @@ func TestNetworkPoliciesShape(t *testing.T) {
 func TestNetpolOptionsValidate(t *testing.T) {
 	cases := []struct {
 		name string
-		opts NetpolOptions
+		opts Options
 		want string // substring of the error; empty: valid
 	}{
-		{"defaults", NetpolOptions{Namespace: "a"}, ""},
-		{"no namespace", NetpolOptions{}, "namespace is required"},
-		{"link-local nodelocal", NetpolOptions{Namespace: "a", NodeLocalDNS: netip.MustParseAddr("169.254.20.10")}, "nodelocal"},
-		{"metadata apiserver", NetpolOptions{Namespace: "a", APIServer: []netip.Prefix{netip.MustParsePrefix("168.63.129.16/32")}}, "API server"},
-		{"apiserver everything", NetpolOptions{Namespace: "a", APIServer: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}, "API server"},
-		{"several egressd labels need a workload selector", NetpolOptions{Namespace: "a", EgressdSelector: map[string]string{"a": "1", "b": "2"}}, "workload selector"},
-		{"several egressd labels with workload selector", NetpolOptions{Namespace: "a", EgressdSelector: map[string]string{"a": "1", "b": "2"},
+		{"defaults", Options{Namespace: "a"}, ""},
+		{"no namespace", Options{}, "namespace is required"},
+		{"link-local nodelocal", Options{Namespace: "a", NodeLocalDNS: netip.MustParseAddr("169.254.20.10")}, "nodelocal"},
+		{"metadata apiserver", Options{Namespace: "a", APIServer: []netip.Prefix{netip.MustParsePrefix("168.63.129.16/32")}}, "API server"},
+		{"apiserver everything", Options{Namespace: "a", APIServer: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}, "API server"},
+		{"several egressd labels need a workload selector", Options{Namespace: "a", EgressdSelector: map[string]string{"a": "1", "b": "2"}}, "workload selector"},
+		{"several egressd labels with workload selector", Options{Namespace: "a", EgressdSelector: map[string]string{"a": "1", "b": "2"},
 			WorkloadSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "app"}}}, ""},
-		{"port out of range", NetpolOptions{Namespace: "a", ProxyPort: 70000}, "proxy port"},
+		{"port out of range", Options{Namespace: "a", ProxyPort: 70000}, "proxy port"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,7 +213,7 @@ func TestNetpolOptionsValidate(t *testing.T) {
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("unexpected error %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrNetpolOptions)):
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrOptions)):
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
 		})
@@ -219,7 +221,7 @@ func TestNetpolOptionsValidate(t *testing.T) {
 }
 
 func TestCheckNetworkPolicies(t *testing.T) {
-	opts := NetpolOptions{Namespace: "llm"}
+	opts := Options{Namespace: "llm"}
 	generated := NetworkPolicies(opts)
 	tcp := corev1.ProtocolTCP
 	np := func(name string, sel metav1.LabelSelector, rules ...networkingv1.NetworkPolicyEgressRule) networkingv1.NetworkPolicy {
@@ -264,7 +266,7 @@ func TestCheckNetworkPolicies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := CheckNetworkPolicies(opts, tc.nps)
+			got := Check(opts, tc.nps)
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %d findings %v, want %d %q", len(got), got, len(tc.want), tc.want)
 			}
@@ -278,21 +280,6 @@ func TestCheckNetworkPolicies(t *testing.T) {
 }
 
 func ptrIntstr(p int32) *intstr.IntOrString { v := intstr.FromInt32(p); return &v }
-
-// TestNeverPrefixesCoverMetadataAddrs holds NeverPrefixes to the guard's
-// metadata list: a metadata address added there must be excepted here.
-func TestNeverPrefixesCoverMetadataAddrs(t *testing.T) {
-	for _, a := range MetadataAddrs() {
-		t.Run(a.String(), func(t *testing.T) {
-			for _, p := range NeverPrefixes() {
-				if p.Contains(a) {
-					return
-				}
-			}
-			t.Errorf("metadata address %s is not inside any NeverPrefixes range", a)
-		})
-	}
-}
 
 // FuzzCheckNetworkPolicies feeds arbitrary ipBlock strings (from objects in
 // the API, which egressd netpol --check reads) to the check: it must never
@@ -309,7 +296,7 @@ func FuzzCheckNetworkPolicies(f *testing.F) {
 			Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 				Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
 					{IPBlock: &networkingv1.IPBlock{CIDR: cidr, Except: []string{except}}}}}}}}
-		got := CheckNetworkPolicies(NetpolOptions{Namespace: "ns"}, []networkingv1.NetworkPolicy{np})
+		got := Check(Options{Namespace: "ns"}, []networkingv1.NetworkPolicy{np})
 		if len(got) != 1 || got[0].Policy != "ns/f" || !strings.Contains(got[0].Message, "ipBlock") {
 			t.Fatalf("ipBlock %q except %q not flagged: %v", cidr, except, got)
 		}

@@ -1,4 +1,4 @@
-package policy
+package netpol
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/egressd/egressd/policy"
 )
 
 // Defaults shared by `egressd netpol` and the chart (docs/design.md "NetworkPolicy").
@@ -25,13 +27,13 @@ const (
 	// (Kubernetes ≥ 1.22); it lets a namespaceSelector name one namespace.
 	NamespaceNameLabel = "kubernetes.io/metadata.name"
 	// Names of the emitted NetworkPolicies.
-	NetpolWorkloadsName = "egressd-workloads"
-	NetpolEgressdName   = "egressd"
+	WorkloadsName = "egressd-workloads"
+	EgressdName   = "egressd"
 )
 
-// NetpolOptions configures NetworkPolicies. Every zero value has a default,
+// Options configures NetworkPolicies. Every zero value has a default,
 // applied by NetworkPolicies.
-type NetpolOptions struct {
+type Options struct {
 	// Namespace of egressd and of the workloads; required.
 	Namespace string
 	// EgressdSelector selects the egressd pods; nil means
@@ -68,42 +70,10 @@ type NetpolOptions struct {
 	APIServerPort int32
 }
 
-// ErrNetpolOptions marks NetpolOptions that cannot give a safe policy set.
-var ErrNetpolOptions = errors.New("policy: invalid NetworkPolicy options")
+// ErrOptions marks Options that cannot give a safe policy set.
+var ErrOptions = errors.New("netpol: invalid NetworkPolicy options")
 
-// neverPrefixes are the destinations no emitted ipBlock may include: the
-// guard's never class that an address range can express (docs/design.md
-// "Addresses: the guard"), including metadata addresses embedded in IPv6
-// (NAT64 64:ff9b::/96 of RFC 6052, 6to4 2002::/16 of RFC 3056), which a
-// NAT64 or 6to4 gateway would carry to the IPv4 address. IPv4-mapped
-// addresses (::ffff:0:0/96) are not listed: they never leave a host as IPv6
-// (a dual-stack socket sends IPv4, which the 0.0.0.0/0 excepts cover), and
-// API servers with strict IP validation refuse them in a CIDR.
-var neverPrefixes = []netip.Prefix{
-	// IPv4: link-local (RFC 3927) holds 169.254.169.254, 169.254.170.2 and
-	// 169.254.170.23; Azure WireServer and Alibaba metadata are outside it.
-	netip.MustParsePrefix("169.254.0.0/16"),
-	netip.MustParsePrefix("168.63.129.16/32"),
-	netip.MustParsePrefix("100.100.100.200/32"),
-	// IPv6: link-local (RFC 4291) and the AWS and IBM metadata endpoints.
-	netip.MustParsePrefix("fe80::/10"),
-	netip.MustParsePrefix("fd00:ec2::254/128"),
-	netip.MustParsePrefix("fd00:ec2::23/128"),
-	netip.MustParsePrefix("fd20:ce::254/128"),
-	// IPv4 never ranges embedded in IPv6.
-	netip.MustParsePrefix("64:ff9b::a9fe:0/112"),
-	netip.MustParsePrefix("64:ff9b::a83f:8110/128"),
-	netip.MustParsePrefix("64:ff9b::6464:64c8/128"),
-	netip.MustParsePrefix("2002:a9fe::/32"),
-	netip.MustParsePrefix("2002:a83f:8110::/48"),
-	netip.MustParsePrefix("2002:6464:64c8::/48"),
-}
-
-// NeverPrefixes returns the ranges excepted from every ipBlock that
-// NetworkPolicies emits. The slice is a copy.
-func NeverPrefixes() []netip.Prefix { return append([]netip.Prefix(nil), neverPrefixes...) }
-
-func (o NetpolOptions) withDefaults() NetpolOptions {
+func (o Options) withDefaults() Options {
 	def := func(p *int32, v int32) {
 		if *p == 0 {
 			*p = v
@@ -135,7 +105,7 @@ func (o NetpolOptions) withDefaults() NetpolOptions {
 }
 
 // Validate reports options that NetworkPolicies cannot turn into a safe set.
-func (o NetpolOptions) Validate() error {
+func (o Options) Validate() error {
 	var errs []error
 	if o.Namespace == "" {
 		errs = append(errs, errors.New("namespace is required"))
@@ -162,13 +132,13 @@ func (o NetpolOptions) Validate() error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrNetpolOptions, errors.Join(errs...))
+		return fmt.Errorf("%w: %w", ErrOptions, errors.Join(errs...))
 	}
 	return nil
 }
 
 func overlapsNever(p netip.Prefix) bool {
-	for _, n := range neverPrefixes {
+	for _, n := range policy.NeverPrefixes() {
 		if n.Overlaps(p) {
 			return true
 		}
@@ -189,7 +159,7 @@ func overlapsNever(p netip.Prefix) bool {
 //
 // Options are not checked here: callers run Validate first. Invalid options
 // never widen an ipBlock: an unsafe NodeLocalDNS or APIServer entry is left out.
-func NetworkPolicies(opts NetpolOptions) []networkingv1.NetworkPolicy {
+func NetworkPolicies(opts Options) []networkingv1.NetworkPolicy {
 	o := opts.withDefaults()
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: map[string]string{
@@ -213,7 +183,7 @@ func NetworkPolicies(opts NetpolOptions) []networkingv1.NetworkPolicy {
 	}
 	workloads := networkingv1.NetworkPolicy{
 		TypeMeta:   typeMeta,
-		ObjectMeta: meta(NetpolWorkloadsName),
+		ObjectMeta: meta(WorkloadsName),
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: workloadSel,
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
@@ -278,7 +248,7 @@ func NetworkPolicies(opts NetpolOptions) []networkingv1.NetworkPolicy {
 	})
 	self := networkingv1.NetworkPolicy{
 		TypeMeta:   typeMeta,
-		ObjectMeta: meta(NetpolEgressdName),
+		ObjectMeta: meta(EgressdName),
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: egressd,
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
@@ -294,7 +264,7 @@ func NetworkPolicies(opts NetpolOptions) []networkingv1.NetworkPolicy {
 // only the ranges of p's family (and inside p) are listed.
 func exceptNever(p netip.Prefix) *networkingv1.IPBlock {
 	b := &networkingv1.IPBlock{CIDR: p.String()}
-	for _, n := range neverPrefixes {
+	for _, n := range policy.NeverPrefixes() {
 		if n.Addr().Is4() == p.Addr().Is4() && p.Bits() <= n.Bits() && p.Contains(n.Addr()) {
 			b.Except = append(b.Except, n.String())
 		}

@@ -1,4 +1,4 @@
-package policy
+package netpol
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 )
 
 // Bypass is one path out of the namespace that does not go through egressd,
-// found by CheckNetworkPolicies.
+// found by Check.
 type Bypass struct {
 	// Policy is "namespace/name" of the NetworkPolicy that opens the path;
 	// empty when the path exists because no policy closes it.
@@ -48,7 +48,7 @@ var probeAddrs = []struct {
 	{netip.MustParseAddr("fd00:ec2::254"), "AWS IPv6 metadata"},
 }
 
-// CheckNetworkPolicies reports every egress path of the workload pods
+// Check reports every egress path of the workload pods
 // (opts.WorkloadSelector, default every pod but egressd) that bypasses
 // egressd, given the NetworkPolicies of opts.Namespace. NetworkPolicies add
 // up (a connection is allowed when any policy selecting the pod allows it),
@@ -60,7 +60,7 @@ var probeAddrs = []struct {
 // bypass: any ipBlock, a rule without peers, other pods or namespaces. The
 // analysis is by selector, not by pod: a policy whose podSelector requires
 // the egressd labels selects no workload; any other may.
-func CheckNetworkPolicies(opts NetpolOptions, nps []networkingv1.NetworkPolicy) []Bypass {
+func Check(opts Options, nps []networkingv1.NetworkPolicy) []Bypass {
 	o := opts.withDefaults()
 	var out []Bypass
 	covered := false
@@ -97,7 +97,7 @@ func CheckNetworkPolicies(opts NetpolOptions, nps []networkingv1.NetworkPolicy) 
 	return out
 }
 
-func checkPeer(p networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, o NetpolOptions) string {
+func checkPeer(p networkingv1.NetworkPolicyPeer, ports []networkingv1.NetworkPolicyPort, o Options) string {
 	if p.IPBlock != nil {
 		return describeIPBlock(p.IPBlock)
 	}
@@ -174,7 +174,7 @@ func requires(sel metav1.LabelSelector, want map[string]string) bool {
 // coversWorkloads reports whether sel selects every workload pod: it is
 // empty, equals the configured workload selector, or only excludes the
 // egressd labels.
-func coversWorkloads(sel metav1.LabelSelector, o NetpolOptions) bool {
+func coversWorkloads(sel metav1.LabelSelector, o Options) bool {
 	if len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0 {
 		return true
 	}

@@ -1,4 +1,4 @@
-package audit
+package record
 
 import (
 	"bytes"
@@ -10,23 +10,23 @@ import (
 	"time"
 )
 
-// checkEncode asserts that appendRecord gives json.Marshal's bytes, or
+// checkEncode asserts that AppendJSON gives json.Marshal's bytes, or
 // fails exactly when Marshal fails.
 func checkEncode(t *testing.T, r *Record) {
 	t.Helper()
 	want, wantErr := json.Marshal(r)
-	got, err := appendRecord([]byte("prefix"), r)
+	got, err := AppendJSON([]byte("prefix"), r)
 	if (err != nil) != (wantErr != nil) {
-		t.Fatalf("appendRecord error %v, json.Marshal error %v", err, wantErr)
+		t.Fatalf("AppendJSON error %v, json.Marshal error %v", err, wantErr)
 	}
 	if err != nil {
 		return
 	}
 	if !bytes.HasPrefix(got, []byte("prefix")) {
-		t.Fatalf("appendRecord dropped the buffer's contents: %q", got)
+		t.Fatalf("AppendJSON dropped the buffer's contents: %q", got)
 	}
 	if got = got[len("prefix"):]; !bytes.Equal(got, want) {
-		t.Fatalf("appendRecord:\n%s\njson.Marshal:\n%s", got, want)
+		t.Fatalf("AppendJSON:\n%s\njson.Marshal:\n%s", got, want)
 	}
 }
 
@@ -68,7 +68,7 @@ func TestAppendRecord(t *testing.T) {
 }
 
 // TestAppendRecordCoversEveryField fills every field of Record with a
-// non-zero value, so a field added to record.go but not to appendRecord
+// non-zero value, so a field added to record.go but not to AppendJSON
 // fails here.
 func TestAppendRecordCoversEveryField(t *testing.T) {
 	var r Record

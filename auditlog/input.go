@@ -1,4 +1,4 @@
-package report
+package auditlog
 
 import (
 	"bufio"
@@ -117,7 +117,7 @@ const blockSize = 4 << 20
 // use.
 type Reader struct {
 	Stats Stats
-	decs  []*decoder // one per decoding goroutine, kept across inputs
+	decs  []*Decoder // one per decoding goroutine, kept across inputs
 	free  chan *batch
 	split splitter
 }
@@ -137,7 +137,7 @@ func newReader(workers int, full bool) *Reader {
 	}
 	rd := &Reader{free: make(chan *batch, workers+4)}
 	for range workers {
-		rd.decs = append(rd.decs, newDecoder(full))
+		rd.decs = append(rd.decs, NewDecoder(full))
 	}
 	return rd
 }
@@ -325,7 +325,7 @@ func (rd *Reader) recycle(b *batch) {
 }
 
 // decode decodes every line of the block into b.recs.
-func (b *batch) decode(d *decoder) {
+func (b *batch) decode(d *Decoder) {
 	b.lines, b.skip, b.tooLong = 0, 0, 0
 	recs := b.recs[:0]
 	data := b.buf
@@ -353,7 +353,7 @@ func (b *batch) decode(d *decoder) {
 		}
 		r := &recs[len(recs)-1]
 		// The operational log is JSON too, without verdict and kind.
-		if err := d.decode(line, r); err != nil || (r.Verdict == "" && r.Kind == "") {
+		if err := d.Decode(line, r); err != nil || (r.Verdict == "" && r.Kind == "") {
 			b.skip++
 			recs = recs[:len(recs)-1]
 		}

@@ -1,8 +1,10 @@
-package report
+package auditlog
 
 import (
 	"hash/maphash"
 	"slices"
+
+	"github.com/egressd/egressd/record"
 )
 
 // Merger de-duplicates records by id and folds interim records into their
@@ -40,13 +42,13 @@ func NewMerger(stats *Stats, emit func(*Record)) *Merger {
 func (m *Merger) Add(r *Record) {
 	if len(r.ID) == 0 {
 		// No id (not written by audit.Logger): nothing to merge it with.
-		if r.Event != eventInterim {
+		if r.Event != record.EventInterim {
 			m.emit(r)
 		}
 		return
 	}
 	h := maphash.Bytes(m.seed, r.ID)
-	if r.Event == eventInterim {
+	if r.Event == record.EventInterim {
 		if m.ends.has(h) {
 			m.stats.Interim++
 			return
