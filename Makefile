@@ -5,12 +5,12 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: build test deps lint bench soak run demo image clean
+.PHONY: build test deps lint bench soak run demo image image-context release clean
 
 build: ## the egressd binary in bin/
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/egressd ./cmd/egressd
 
-deps: ## test tools: curl, dig, dnsperf, helm, etcd, kube-apiserver (idempotent, cached in .tools/)
+deps: ## test tools: curl, dig, dnsperf, helm, etcd, kube-apiserver, buildah, podman, runc, skopeo (idempotent, cached in .tools/)
 	@for s in scripts/deps/*.sh; do echo "== $$s"; bash "$$s"; done
 
 test: deps lint ## everything CI runs
@@ -47,8 +47,12 @@ run: build ## egressd on the example policy, no cluster; 127.0.0.1 is a pod it s
 demo: build ## allowed and denied downloads through egressd, offline, with audit records
 	bash examples/demo/demo.sh
 
-image: ## container image (needs a Docker engine)
-	docker build --build-arg VERSION=$(VERSION) -t egressd:$(VERSION) .
+image: ## container image, offline (buildah, FROM scratch, no registry): egressd:VERSION in local storage, out/egressd-VERSION.oci.tar and its digest
+	@bash scripts/deps/image.sh
+	VERSION=$(VERSION) bash scripts/image.sh
+
+image-context: ## the image's build context in out/image-context, for a Docker engine: docker build -f Dockerfile out/image-context
+	VERSION=$(VERSION) bash scripts/image.sh context
 
 clean:
-	rm -rf bin
+	rm -rf bin out
