@@ -51,6 +51,12 @@ image: ## container image, offline (buildah, FROM scratch, no registry): egressd
 	@bash scripts/deps/image.sh
 	VERSION=$(VERSION) bash scripts/image.sh
 
+release: ## release files in out/ (VERSION=vX.Y.Z): linux amd64/arm64 binaries, SHA256SUMS, SBOM, packaged chart, OCI image archive
+	@bash scripts/deps/image.sh
+	@bash scripts/deps/sbom.sh
+	@bash scripts/deps/helm.sh
+	VERSION=$(VERSION) bash scripts/release.sh
+
 image-context: ## the image's build context in out/image-context, for a Docker engine: docker build -f Dockerfile out/image-context
 	VERSION=$(VERSION) bash scripts/image.sh context
 

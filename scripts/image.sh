@@ -27,8 +27,7 @@ arch=${GOARCH:-$(go env GOARCH)}
 
 rm -rf "$ctx"
 mkdir -p "$ctx/etc/ssl/certs"
-CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$version" \
-  -o "$ctx/egressd" ./cmd/egressd
+scripts/gobuild.sh "$arch" "$version" "$ctx/egressd"
 cp image/passwd image/group "$ctx/etc/"
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/etc/ssl/certs/"
 chmod 0644 "$ctx/etc/passwd" "$ctx/etc/group" "$ctx/etc/ssl/certs/ca-certificates.crt"
