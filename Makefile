@@ -20,11 +20,12 @@ lint: ## gofmt, go vet, package boundaries
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS, report over 1,000,000 records
+bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS, report over 1,000,000 records, footprint (size, start, RSS at 10,000 pods)
 	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./dnsserver/ ./proxy/ ./audit/ ./internal/gopool/
 	go test -run '^$$' -bench . -benchmem ./report/
 	bash bench/proxy/run.sh
 	bash bench/dns/run.sh
+	bash bench/footprint/run.sh
 
 SOAK_DURATION ?= 30m
 soak: build ## mixed load with policy and pod churn against bin/egressd; checks one record per request, RSS, goroutines, fds (SOAK_DURATION, default 30m)
