@@ -305,6 +305,28 @@ func TestEventsMaxKeys(t *testing.T) {
 	}
 }
 
+// TestEventsRecreatedAfterExpiry: a repeat whose earlier Event is gone
+// from the API server (Events expire after an hour) creates a new Event
+// with count 1 instead of failing to count on the old one.
+func TestEventsRecreatedAfterExpiry(t *testing.T) {
+	env := k8stest.Shared(t)
+	ns := env.Namespace(t)
+	pod := makePod(t, env.Client, ns, podSpec{name: "expiry", ip: "10.244.4.12", phase: corev1.PodRunning})
+	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	em := newEmitter(t, lean(t, env), clock, nil)
+	em.Record(denial(pod, "weights.example.com", 443, "not-allowlisted"))
+	first := waitEvent(t, env.Client, pod, "weights.example.com")
+	if err := env.Client.CoreV1().Events(ns).Delete(context.Background(), first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(5 * time.Minute)
+	em.Record(denial(pod, "weights.example.com", 443, "not-allowlisted"))
+	again := waitEvent(t, env.Client, pod, "weights.example.com")
+	if again.Name == first.Name || again.Count != 1 {
+		t.Errorf("after expiry: Event %s count %d, want a new Event (not %s) with count 1", again.Name, again.Count, first.Name)
+	}
+}
+
 // BenchmarkEventEmitterRecord: the cost Record adds to every audit record
 // (allowed: the filter alone) and to a denial repeated within the interval
 // (the filter and the key lookup). Neither reaches the recorder.
