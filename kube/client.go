@@ -23,8 +23,8 @@ import (
 // webhook) keeps a Secret and its webhook configuration's caBundle. Client
 // is a typed Resource client per resource over REST clients whose scheme
 // holds only those types; EgressPolicies and the webhook configuration go
-// through the dynamic client.
-// internal/archtest keeps the clientset and its scheme out of the binary.
+// through the dynamic client. internal/archtest keeps the clientset and its
+// scheme out of the binary.
 
 // The typed clients of the resources egressd uses.
 type (
@@ -35,10 +35,10 @@ type (
 )
 
 // scheme holds the API types Client speaks, and only those: Pod, Event,
-// Secret and NetworkPolicy with their lists,
-// and meta/v1's options and Status in each group version. Registering a
-// whole group (corev1.AddToScheme) would keep the codec methods of every
-// type in it in the binary.
+// Secret and NetworkPolicy with their lists, and meta/v1's options and
+// Status in each group version. (This does not shrink the binary: each API
+// group's package registers all of its types in its own init, which is why
+// no other group may be linked at all.)
 var scheme = newScheme()
 
 var parameterCodec = runtime.NewParameterCodec(scheme)
@@ -58,9 +58,10 @@ func newScheme() *runtime.Scheme {
 }
 
 // Client is egressd's Kubernetes client: typed clients for the resources
-// it uses and the dynamic client for EgressPolicies, all over one HTTP
-// client (one connection pool, one rate limiter per group). Make it with
-// NewClient or Connect; the zero value is not usable.
+// it uses and the dynamic client for EgressPolicies and the webhook
+// configuration, all over one HTTP client (one connection pool; each group
+// has client-go's default client-side rate limit, as in the clientset).
+// Make it with NewClient or Connect; the zero value is not usable.
 type Client struct {
 	core, networking rest.Interface
 	dynamic          dynamic.Interface
