@@ -5,12 +5,12 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: build test deps lint bench soak run demo image clean
+.PHONY: build test deps lint bench soak run demo image image-context release clean
 
 build: ## the egressd binary in bin/
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/egressd ./cmd/egressd
 
-deps: ## test tools: curl, dig, dnsperf, helm, etcd, kube-apiserver (idempotent, cached in .tools/)
+deps: ## test tools: curl, dig, dnsperf, helm, etcd, kube-apiserver, buildah, podman, runc, skopeo (idempotent, cached in .tools/)
 	@for s in scripts/deps/*.sh; do echo "== $$s"; bash "$$s"; done
 
 test: deps lint ## everything CI runs
@@ -21,11 +21,12 @@ lint: ## gofmt, go vet, a tidy go.mod, package boundaries
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	go vet ./...
 
-bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS, report over 1,000,000 records
+bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS, report over 1,000,000 records, footprint (size, start, RSS at 10,000 pods)
 	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./dnsserver/ ./proxy/ ./audit/ ./internal/gopool/
 	go test -run '^$$' -bench . -benchmem ./report/
 	bash bench/proxy/run.sh
 	bash bench/dns/run.sh
+	bash bench/footprint/run.sh
 
 SOAK_DURATION ?= 30m
 soak: build ## mixed load with policy and pod churn against bin/egressd; checks one record per request, RSS, goroutines, fds (SOAK_DURATION, default 30m)
@@ -48,8 +49,18 @@ run: build ## egressd on the example policy, no cluster; 127.0.0.1 is a pod it s
 demo: build ## allowed and denied downloads through egressd, offline, with audit records
 	bash examples/demo/demo.sh
 
-image: ## container image (needs a Docker engine)
-	docker build --build-arg VERSION=$(VERSION) -t egressd:$(VERSION) .
+image: ## container image, offline (buildah, FROM scratch, no registry): egressd:VERSION in local storage, out/egressd-VERSION.oci.tar and its digest
+	@bash scripts/deps/image.sh
+	VERSION=$(VERSION) bash scripts/image.sh
+
+release: ## release files in out/ (VERSION=vX.Y.Z): linux amd64/arm64 binaries, SHA256SUMS, SBOM, packaged chart, OCI image archive
+	@bash scripts/deps/image.sh
+	@bash scripts/deps/sbom.sh
+	@bash scripts/deps/helm.sh
+	VERSION=$(VERSION) bash scripts/release.sh
+
+image-context: ## the image's build context in out/image-context, for a Docker engine: docker build -f Dockerfile out/image-context
+	VERSION=$(VERSION) bash scripts/image.sh context
 
 clean:
-	rm -rf bin
+	rm -rf bin out

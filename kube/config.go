@@ -6,9 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
@@ -22,10 +19,9 @@ const FieldManager = "egressd"
 type Config struct {
 	// Namespace whose Pods and EgressPolicies are watched; required.
 	Namespace string
-	// Client reads Pods; required.
-	Client kubernetes.Interface
-	// Dynamic reads EgressPolicies and writes their status; required.
-	Dynamic dynamic.Interface
+	// Client reads Pods and EgressPolicies and writes the policies'
+	// status; required.
+	Client *Client
 	// Identities receives the pod index on every change; required.
 	Identities *identity.Store
 	// SetPolicy receives every new snapshot, from one goroutine; required.
@@ -58,8 +54,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Namespace is required", ErrConfig)
 	case c.Client == nil:
 		return fmt.Errorf("%w: Client is required", ErrConfig)
-	case c.Dynamic == nil:
-		return fmt.Errorf("%w: Dynamic is required", ErrConfig)
 	case c.Identities == nil:
 		return fmt.Errorf("%w: Identities is required", ErrConfig)
 	case c.SetPolicy == nil:

@@ -64,24 +64,24 @@ func New(cfg Config) (*Controller, error) {
 	ns := cfg.Namespace
 	podLW := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := cfg.Client.CoreV1().Pods(ns).List(ctx, o)
+			l, err := cfg.Client.Pods(ns).List(ctx, o)
 			c.health.observe(ctx, itemPods, err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			w, err := cfg.Client.CoreV1().Pods(ns).Watch(ctx, o)
+			w, err := cfg.Client.Pods(ns).Watch(ctx, o)
 			c.health.observe(ctx, itemPods, err)
 			return w, err
 		},
 	}
 	egpLW := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := cfg.Dynamic.Resource(EgressPolicyResource).Namespace(ns).List(ctx, o)
+			l, err := cfg.Client.EgressPolicies(ns).List(ctx, o)
 			c.health.observe(ctx, itemPolicies, err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			w, err := cfg.Dynamic.Resource(EgressPolicyResource).Namespace(ns).Watch(ctx, o)
+			w, err := cfg.Client.EgressPolicies(ns).Watch(ctx, o)
 			c.health.observe(ctx, itemPolicies, err)
 			return w, err
 		},

@@ -4,7 +4,7 @@
 // condition through the status subresource, applies and checks the
 // NetworkPolicies of netpol.NetworkPolicies, puts a Warning Event
 // (EgressDenied) on a pod whose request was denied (EventEmitter, fed with
-// audit records), and declares the RBAC rules egressd needs (RoleRules). It
+// audit records), and lists the RBAC rules egressd needs (package kube/rbac). It
 // embeds the EgressPolicy CRD (crd.yaml, a byte-identical copy of
 // charts/egressd/crds/egresspolicies.yaml).
 //
@@ -19,7 +19,7 @@
 //
 // Events: the audit record of a denial → EventEmitter.Record (the audit
 // logger's hook; cheap, never blocks) → at most one per pod, host and reason
-// per interval → client-go's recorder (queue, aggregation, spam filter) →
+// per interval → eventWriter (bounded queue, one sender, retries) →
 // an Event on the Pod, created or, when repeated, patched.
 //
 // It may import policy, identity, audit (the record, for Events) and metrics

@@ -14,10 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	kuberecord "k8s.io/client-go/tools/record"
 
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
@@ -44,9 +40,9 @@ const (
 
 // EventConfig configures an EventEmitter.
 type EventConfig struct {
-	// Client creates and patches Events (RoleRules: events create, patch);
+	// Client creates and patches Events (rbac.RoleRules: events create, patch);
 	// required.
-	Client kubernetes.Interface
+	Client *Client
 	// Interval: at most one Event per pod, host and reason in any Interval
 	// (--event-interval); zero means DefaultEventInterval.
 	Interval time.Duration
@@ -60,7 +56,7 @@ type EventConfig struct {
 	// MaxKeys bounds the memory of the interval; zero means
 	// DefaultEventKeys. When every remembered key is within its interval,
 	// a denial under a new key gives no Event (the limit holds; a flood of
-	// distinct hosts would hit client-go's per-pod spam filter anyway).
+	// distinct hosts stays within MaxKeys Events per interval).
 	MaxKeys int
 	// Now is the clock of the interval; nil means time.Now.
 	Now func() time.Time
@@ -101,17 +97,15 @@ func (c EventConfig) Validate() error {
 }
 
 // EventEmitter turns denial records into Warning Events (reason
-// EgressDenied) on the denied Pod, through client-go's event recorder: its
-// broadcaster queues and sends off the caller's goroutine, its correlator
-// aggregates similar Events and its spam filter bounds Events per pod.
-// Before that, the emitter lets through at most one Event per pod, host and
-// reason per Interval, so a client retrying a denied host in a loop gives
-// one Event, not one per try.
+// EgressDenied) on the denied Pod. It lets through at most one Event per
+// pod, host and reason per Interval, so a client retrying a denied host in
+// a loop gives one Event, not one per try; its writer (eventwriter.go)
+// queues and sends off the caller's goroutine and counts a repeat on the
+// Event it wrote before.
 type EventEmitter struct {
-	cfg         EventConfig
-	broadcaster kuberecord.EventBroadcaster
-	recorder    kuberecord.EventRecorder
-	closed      atomic.Bool
+	cfg    EventConfig
+	writer *eventWriter
+	closed atomic.Bool
 
 	mu        sync.Mutex
 	last      map[eventKey]time.Time // when the key last gave an Event
@@ -130,20 +124,18 @@ func NewEventEmitter(cfg EventConfig) (*EventEmitter, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	b := kuberecord.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Client.CoreV1().Events("")})
 	return &EventEmitter{
-		cfg:         cfg,
-		broadcaster: b,
-		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent, Host: cfg.Instance}),
-		last:        map[eventKey]time.Time{},
+		cfg: cfg,
+		writer: newEventWriter(cfg.Client, corev1.EventSource{Component: eventComponent, Host: cfg.Instance},
+			cfg.MaxKeys, cfg.Logger),
+		last: map[eventKey]time.Time{},
 	}, nil
 }
 
 // Record emits an Event for r when r is the end record of a denied request
 // of a known pod (not unknown-client, not a probe) and its pod, host and
 // reason gave none within the interval. It never blocks on the API server:
-// the recorder queues (and drops when its queue is full). It is the audit
+// the writer queues (and drops when its queue is full). It is the audit
 // logger's OnRecord hook, called for every record, so it returns at once
 // for the others. Safe for concurrent use; a no-op after Close.
 func (e *EventEmitter) Record(r *record.Record) {
@@ -169,7 +161,7 @@ func (e *EventEmitter) Record(r *record.Record) {
 		APIVersion: "v1", Kind: "Pod",
 		Namespace: r.Client.Namespace, Name: r.Client.Pod, UID: types.UID(r.Client.UID),
 	}
-	e.recorder.Event(ref, corev1.EventTypeWarning, EventReasonDenied, eventMessage(r, selecting))
+	e.writer.event(ref, EventReasonDenied, eventMessage(r, selecting))
 }
 
 // admit reports whether key may give an Event now, and if so remembers it.
@@ -200,12 +192,12 @@ func (e *EventEmitter) admit(key eventKey) bool {
 	return true
 }
 
-// Close stops the recorder; Events still queued are sent or dropped.
+// Close stops the writer; Events still queued are dropped.
 func (e *EventEmitter) Close() {
 	if e.closed.Swap(true) {
 		return
 	}
-	e.broadcaster.Shutdown()
+	e.writer.close()
 }
 
 // eventMessage is the one line `kubectl describe pod` shows:

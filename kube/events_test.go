@@ -3,6 +3,9 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/egressd/egressd/internal/k8stest"
 	"github.com/egressd/egressd/kube"
@@ -37,7 +40,7 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newEmitter(t *testing.T, client kubernetes.Interface, clock *fakeClock, selecting func(ns, pod string) []string) *kube.EventEmitter {
+func newEmitter(t *testing.T, client *kube.Client, clock *fakeClock, selecting func(ns, pod string) []string) *kube.EventEmitter {
 	t.Helper()
 	e, err := kube.NewEventEmitter(kube.EventConfig{
 		Client: client, Interval: 5 * time.Minute, Now: clock.Now, Selecting: selecting, Instance: "egressd-test-0",
@@ -100,7 +103,7 @@ func TestEventsOnDeniedPod(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	var asked []string
 	var mu sync.Mutex
-	em := newEmitter(t, env.Client, clock, func(ns, name string) []string {
+	em := newEmitter(t, lean(t, env), clock, func(ns, name string) []string {
 		mu.Lock()
 		asked = append(asked, ns+"/"+name)
 		mu.Unlock()
@@ -155,7 +158,7 @@ func TestEventsOnlyForDeniedKnownPods(t *testing.T) {
 	env := k8stest.Shared(t)
 	ns := env.Namespace(t)
 	pod := makePod(t, env.Client, ns, podSpec{name: "web", ip: "10.244.4.8", phase: corev1.PodRunning})
-	em := newEmitter(t, env.Client, &fakeClock{now: time.Unix(0, 0)}, nil)
+	em := newEmitter(t, lean(t, env), &fakeClock{now: time.Unix(0, 0)}, nil)
 	cases := []struct {
 		name string
 		mod  func(*record.Record)
@@ -199,7 +202,7 @@ func TestEventsSpamLimit(t *testing.T) {
 	pod := makePod(t, env.Client, ns, podSpec{name: "init", ip: "10.244.4.9", phase: corev1.PodPending})
 	other := makePod(t, env.Client, ns, podSpec{name: "other", ip: "10.244.4.10", phase: corev1.PodRunning})
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	em := newEmitter(t, env.Client, clock, nil)
+	em := newEmitter(t, lean(t, env), clock, nil)
 
 	var wg sync.WaitGroup
 	for range 8 {
@@ -260,8 +263,8 @@ func TestNewEventEmitterRejects(t *testing.T) {
 		cfg  kube.EventConfig
 	}{
 		{"no client", kube.EventConfig{}},
-		{"negative interval", kube.EventConfig{Client: &kubernetes.Clientset{}, Interval: -time.Second}},
-		{"negative max keys", kube.EventConfig{Client: &kubernetes.Clientset{}, MaxKeys: -1}},
+		{"negative interval", kube.EventConfig{Client: &kube.Client{}, Interval: -time.Second}},
+		{"negative max keys", kube.EventConfig{Client: &kube.Client{}, MaxKeys: -1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -280,7 +283,7 @@ func TestEventsMaxKeys(t *testing.T) {
 	ns := env.Namespace(t)
 	pod := makePod(t, env.Client, ns, podSpec{name: "many", ip: "10.244.4.11", phase: corev1.PodRunning})
 	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	em, err := kube.NewEventEmitter(kube.EventConfig{Client: env.Client, Interval: time.Minute, MaxKeys: 2, Now: clock.Now})
+	em, err := kube.NewEventEmitter(kube.EventConfig{Client: lean(t, env), Interval: time.Minute, MaxKeys: 2, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,12 +305,47 @@ func TestEventsMaxKeys(t *testing.T) {
 	}
 }
 
+// TestEventsRecreatedAfterExpiry: a repeat whose earlier Event is gone
+// from the API server (Events expire after an hour) creates a new Event
+// with count 1 instead of failing to count on the old one.
+func TestEventsRecreatedAfterExpiry(t *testing.T) {
+	env := k8stest.Shared(t)
+	ns := env.Namespace(t)
+	pod := makePod(t, env.Client, ns, podSpec{name: "expiry", ip: "10.244.4.12", phase: corev1.PodRunning})
+	clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	em := newEmitter(t, lean(t, env), clock, nil)
+	em.Record(denial(pod, "weights.example.com", 443, "not-allowlisted"))
+	first := waitEvent(t, env.Client, pod, "weights.example.com")
+	if err := env.Client.CoreV1().Events(ns).Delete(context.Background(), first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(5 * time.Minute)
+	em.Record(denial(pod, "weights.example.com", 443, "not-allowlisted"))
+	again := waitEvent(t, env.Client, pod, "weights.example.com")
+	if again.Name == first.Name || again.Count != 1 {
+		t.Errorf("after expiry: Event %s count %d, want a new Event (not %s) with count 1", again.Name, again.Count, first.Name)
+	}
+}
+
 // BenchmarkEventEmitterRecord: the cost Record adds to every audit record
 // (allowed: the filter alone) and to a denial repeated within the interval
 // (the filter and the key lookup). Neither reaches the recorder.
 func BenchmarkEventEmitterRecord(b *testing.B) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u"}, Status: corev1.PodStatus{PodIP: "10.0.0.1"}}
-	em, err := kube.NewEventEmitter(kube.EventConfig{Client: fake.NewClientset(), Now: (&fakeClock{now: time.Unix(0, 0)}).Now})
+	// The one denial that reaches the recorder goes to a loopback server
+	// that stores nothing: it answers each write with the Event it got.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(body)
+	}))
+	b.Cleanup(srv.Close)
+	client, err := kube.NewClient(&rest.Config{Host: srv.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	em, err := kube.NewEventEmitter(kube.EventConfig{Client: client, Now: (&fakeClock{now: time.Unix(0, 0)}).Now})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/k8stest"
@@ -50,13 +48,22 @@ func (h *harness) snapshot() (*policy.Snapshot, int) {
 }
 
 // run starts a controller for ns with the given clients and waits for Synced.
-func run(t *testing.T, ns string, client kubernetes.Interface, dyn dynamic.Interface) *harness {
+// lean is the Client egressd runs with, for env's admin.
+func lean(t *testing.T, env *k8stest.Env) *kube.Client {
+	t.Helper()
+	c, err := kube.NewClient(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func run(t *testing.T, ns string, client *kube.Client) *harness {
 	t.Helper()
 	h := &harness{store: identity.NewStore(), metrics: metrics.New(), runErr: make(chan error, 1)}
 	ctrl, err := kube.New(kube.Config{
 		Namespace:  ns,
 		Client:     client,
-		Dynamic:    dyn,
 		Identities: h.store,
 		Metrics:    h.metrics,
 		SetPolicy: func(s *policy.Snapshot) {
@@ -82,7 +89,7 @@ func run(t *testing.T, ns string, client kubernetes.Interface, dyn dynamic.Inter
 }
 
 func TestNewRejectsIncompleteConfig(t *testing.T) {
-	full := kube.Config{Namespace: "a", Client: &kubernetes.Clientset{}, Dynamic: &dynamic.DynamicClient{},
+	full := kube.Config{Namespace: "a", Client: &kube.Client{},
 		Identities: identity.NewStore(), SetPolicy: func(*policy.Snapshot) {}}
 	cases := []struct {
 		name string
@@ -90,7 +97,6 @@ func TestNewRejectsIncompleteConfig(t *testing.T) {
 	}{
 		{"namespace", func(c *kube.Config) { c.Namespace = "" }},
 		{"client", func(c *kube.Config) { c.Client = nil }},
-		{"dynamic", func(c *kube.Config) { c.Dynamic = nil }},
 		{"identities", func(c *kube.Config) { c.Identities = nil }},
 		{"setpolicy", func(c *kube.Config) { c.SetPolicy = nil }},
 	}

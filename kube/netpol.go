@@ -8,7 +8,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/egressd/egressd/netpol"
 )
@@ -17,7 +16,7 @@ import (
 // netpol.NetworkPolicies) with field manager "egressd", taking ownership of
 // the fields it sets (force: egressd is the authority on these objects).
 // It returns the objects as stored.
-func ApplyNetworkPolicies(ctx context.Context, client kubernetes.Interface, nps []networkingv1.NetworkPolicy) ([]networkingv1.NetworkPolicy, error) {
+func ApplyNetworkPolicies(ctx context.Context, client *Client, nps []networkingv1.NetworkPolicy) ([]networkingv1.NetworkPolicy, error) {
 	out := make([]networkingv1.NetworkPolicy, 0, len(nps))
 	for _, np := range nps {
 		np.TypeMeta = metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}
@@ -26,7 +25,7 @@ func ApplyNetworkPolicies(ctx context.Context, client kubernetes.Interface, nps 
 			return out, fmt.Errorf("kube: encode NetworkPolicy %s/%s: %w", np.Namespace, np.Name, err)
 		}
 		force := true
-		got, err := client.NetworkingV1().NetworkPolicies(np.Namespace).Patch(ctx, np.Name, types.ApplyPatchType, body,
+		got, err := client.NetworkPolicies(np.Namespace).Patch(ctx, np.Name, types.ApplyPatchType, body,
 			metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 		if err != nil {
 			return out, fmt.Errorf("kube: apply NetworkPolicy %s/%s: %w", np.Namespace, np.Name, err)
@@ -39,8 +38,8 @@ func ApplyNetworkPolicies(ctx context.Context, client kubernetes.Interface, nps 
 // CheckNamespace reads the NetworkPolicies of opts.Namespace and returns
 // every egress path of the workload pods that bypasses egressd
 // (netpol.Check).
-func CheckNamespace(ctx context.Context, client kubernetes.Interface, opts netpol.Options) ([]netpol.Bypass, error) {
-	l, err := client.NetworkingV1().NetworkPolicies(opts.Namespace).List(ctx, metav1.ListOptions{})
+func CheckNamespace(ctx context.Context, client *Client, opts netpol.Options) ([]netpol.Bypass, error) {
+	l, err := client.NetworkPolicies(opts.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("kube: list NetworkPolicies of %s: %w", opts.Namespace, err)
 	}

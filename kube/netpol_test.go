@@ -35,11 +35,11 @@ func TestNetworkPoliciesOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	nps := netpol.NetworkPolicies(opts)
-	first, err := kube.ApplyNetworkPolicies(ctx, env.Client, nps)
+	first, err := kube.ApplyNetworkPolicies(ctx, lean(t, env), nps)
 	if err != nil {
 		t.Fatalf("server-side apply: %v", err)
 	}
-	again, err := kube.ApplyNetworkPolicies(ctx, env.Client, nps)
+	again, err := kube.ApplyNetworkPolicies(ctx, lean(t, env), nps)
 	if err != nil {
 		t.Fatalf("second apply: %v", err)
 	}
@@ -158,17 +158,17 @@ func TestCheckNamespace(t *testing.T) {
 	ctx := context.Background()
 	opts := netpol.Options{Namespace: ns}
 
-	found, err := kube.CheckNamespace(ctx, env.Client, opts)
+	found, err := kube.CheckNamespace(ctx, lean(t, env), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(found) != 1 || !strings.Contains(found[0].String(), "no egress NetworkPolicy selects every workload pod") {
 		t.Fatalf("empty namespace: %v", found)
 	}
-	if _, err := kube.ApplyNetworkPolicies(ctx, env.Client, netpol.NetworkPolicies(opts)); err != nil {
+	if _, err := kube.ApplyNetworkPolicies(ctx, lean(t, env), netpol.NetworkPolicies(opts)); err != nil {
 		t.Fatal(err)
 	}
-	if found, err = kube.CheckNamespace(ctx, env.Client, opts); err != nil || len(found) != 0 {
+	if found, err = kube.CheckNamespace(ctx, lean(t, env), opts); err != nil || len(found) != 0 {
 		t.Fatalf("emitted set: %v %v", found, err)
 	}
 	broad := &networkingv1.NetworkPolicy{
@@ -185,7 +185,7 @@ func TestCheckNamespace(t *testing.T) {
 	if _, err := env.Client.NetworkingV1().NetworkPolicies(ns).Create(ctx, broad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	found, err = kube.CheckNamespace(ctx, env.Client, opts)
+	found, err = kube.CheckNamespace(ctx, lean(t, env), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

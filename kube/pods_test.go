@@ -63,7 +63,7 @@ func deletePod(t *testing.T, c kubernetes.Interface, ns, name string) {
 func TestPodIdentities(t *testing.T) {
 	env := k8stest.Shared(t)
 	ns := env.Namespace(t)
-	h := run(t, ns, env.Client, env.Dynamic)
+	h := run(t, ns, lean(t, env))
 	c := env.Client
 
 	podAt := func(ip string) string {

@@ -146,7 +146,7 @@ func needsStatus(st policy.EgressPolicyStatus, want metav1.Condition) bool {
 }
 
 func (c *Controller) writeStatus(ctx context.Context, su statusUpdate) error {
-	res := c.cfg.Dynamic.Resource(EgressPolicyResource).Namespace(su.obj.GetNamespace())
+	res := c.cfg.Client.EgressPolicies(su.obj.GetNamespace())
 	// The cache can lag behind our own last write; read the object fresh so
 	// that a write already made is not made again (it would move
 	// lastTransitionTime) and the update carries the current resourceVersion.

@@ -78,7 +78,7 @@ func TestPolicyStatus(t *testing.T) {
 	env := k8stest.Shared(t)
 	ns := env.Namespace(t)
 	res := env.Dynamic.Resource(kube.EgressPolicyResource).Namespace(ns)
-	h := run(t, ns, env.Client, env.Dynamic)
+	h := run(t, ns, lean(t, env))
 	ctx := context.Background()
 
 	if allows(h, ns, "models.example.com") {
@@ -176,7 +176,7 @@ func TestAPIServerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	makePod(t, env.Client, ns, podSpec{name: "web", ip: "10.244.2.7", phase: corev1.PodRunning})
-	h := run(t, ns, env.Client, env.Dynamic)
+	h := run(t, ns, lean(t, env))
 	eventually(t, "policy in force", func() bool { return allows(h, ns, "models.example.com") })
 	eventually(t, "identity", func() bool { return h.store.Known() == 1 })
 	if h.ctrl.Stale() || gauge(h.metrics.PolicyStale) != 0 {

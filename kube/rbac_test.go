@@ -14,11 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/egressd/egressd/internal/k8stest"
 	"github.com/egressd/egressd/kube"
+	"github.com/egressd/egressd/kube/rbac"
 	"github.com/egressd/egressd/netpol"
 )
 
@@ -44,19 +43,19 @@ func TestRoleYAMLMatchesRules(t *testing.T) {
 	if len(roles) != 2 {
 		t.Fatalf("role.yaml: %d Roles, want 2 (egressd, egressd-netpol-apply)", len(roles))
 	}
-	all := kube.RoleRules(true)
-	if !reflect.DeepEqual(roles[0].Rules, kube.RoleRules(false)) {
-		t.Errorf("Role %s rules %+v, want %+v", roles[0].Name, roles[0].Rules, kube.RoleRules(false))
+	all := rbac.RoleRules(true)
+	if !reflect.DeepEqual(roles[0].Rules, rbac.RoleRules(false)) {
+		t.Errorf("Role %s rules %+v, want %+v", roles[0].Name, roles[0].Rules, rbac.RoleRules(false))
 	}
-	if !reflect.DeepEqual(roles[1].Rules, all[len(kube.RoleRules(false)):]) {
-		t.Errorf("Role %s rules %+v, want %+v", roles[1].Name, roles[1].Rules, all[len(kube.RoleRules(false)):])
+	if !reflect.DeepEqual(roles[1].Rules, all[len(rbac.RoleRules(false)):]) {
+		t.Errorf("Role %s rules %+v, want %+v", roles[1].Name, roles[1].Rules, all[len(rbac.RoleRules(false)):])
 	}
 }
 
 // serviceAccountClients creates a ServiceAccount bound to a Role holding
 // exactly rules, and returns clients that authenticate with its token
 // (TokenRequest API).
-func serviceAccountClients(t *testing.T, env *k8stest.Env, ns, name string, rules []rbacv1.PolicyRule) (kubernetes.Interface, dynamic.Interface) {
+func serviceAccountClients(t *testing.T, env *k8stest.Env, ns, name string, rules []rbacv1.PolicyRule) *kube.Client {
 	t.Helper()
 	ctx := context.Background()
 	c := env.Client
@@ -78,15 +77,11 @@ func serviceAccountClients(t *testing.T, env *k8stest.Env, ns, name string, rule
 		t.Fatalf("token request: %v", err)
 	}
 	cfg := env.UserConfig(tr.Status.Token)
-	kc, err := kubernetes.NewForConfig(cfg)
+	kc, err := kube.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kc, dc
+	return kc
 }
 
 // TestRBACLeastPrivilege runs the controller and the Event emitter as a
@@ -97,7 +92,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	env := k8stest.Shared(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	kc, dc := serviceAccountClients(t, env, ns, "egressd", kube.RoleRules(false))
+	kc := serviceAccountClients(t, env, ns, "egressd", rbac.RoleRules(false))
 
 	res := env.Dynamic.Resource(kube.EgressPolicyResource).Namespace(ns)
 	if _, err := res.Create(ctx, egp(t, ns, "metadata: {name: p}\nspec: {egress: [{hosts: [models.example.com], ports: [443]}]}"), metav1.CreateOptions{}); err != nil {
@@ -105,7 +100,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	}
 	makePod(t, env.Client, ns, podSpec{name: "web", ip: "10.244.1.7", phase: corev1.PodRunning})
 
-	h := run(t, ns, kc, dc)
+	h := run(t, ns, kc)
 	waitAccepted(t, res, "p", metav1.ConditionTrue, kube.ReasonValid) // status written with the SA's rights
 	eventually(t, "identity", func() bool { return h.store.Known() == 1 })
 	eventually(t, "policy", func() bool { return allows(h, ns, "models.example.com") })
@@ -131,27 +126,27 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		name string
 		do   func() error
 	}{
-		{"delete pods", func() error { return kc.CoreV1().Pods(ns).Delete(ctx, "web", metav1.DeleteOptions{}) }},
-		{"list secrets", func() error { _, err := kc.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); return err }},
-		{"get pods (list/watch only)", func() error { _, err := kc.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{}); return err }},
-		{"list pods in another namespace", func() error { _, err := kc.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); return err }},
+		{"delete pods", func() error { return kc.Pods(ns).Delete(ctx, "web", metav1.DeleteOptions{}) }},
+		{"list secrets", func() error { _, err := kc.Secrets(ns).List(ctx, metav1.ListOptions{}); return err }},
+		{"get pods (list/watch only)", func() error { _, err := kc.Pods(ns).Get(ctx, "web", metav1.GetOptions{}); return err }},
+		{"list pods in another namespace", func() error { _, err := kc.Pods("default").List(ctx, metav1.ListOptions{}); return err }},
 		{"update egresspolicies", func() error {
 			u, err := res.Get(ctx, "p", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			_, err = dc.Resource(kube.EgressPolicyResource).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
+			_, err = kc.EgressPolicies(ns).Update(ctx, u, metav1.UpdateOptions{})
 			return err
 		}},
 		{"delete egresspolicies", func() error {
-			return dc.Resource(kube.EgressPolicyResource).Namespace(ns).Delete(ctx, "p", metav1.DeleteOptions{})
+			return kc.EgressPolicies(ns).Delete(ctx, "p", metav1.DeleteOptions{})
 		}},
-		{"list events", func() error { _, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); return err }},
+		{"list events", func() error { _, err := kc.Events(ns).List(ctx, metav1.ListOptions{}); return err }},
 		{"delete events", func() error {
-			return kc.CoreV1().Events(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			return kc.Events(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		}},
 		{"create events in another namespace", func() error {
-			_, err := kc.CoreV1().Events("default").Create(ctx, &corev1.Event{
+			_, err := kc.Events("default").Create(ctx, &corev1.Event{
 				ObjectMeta:     metav1.ObjectMeta{Name: "x"},
 				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "x"},
 				Reason:         kube.EventReasonDenied, Type: corev1.EventTypeWarning,
@@ -172,7 +167,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	}
 
 	t.Run("apply rights", func(t *testing.T) {
-		akc, _ := serviceAccountClients(t, env, ns, "egressd-apply", kube.RoleRules(true))
+		akc := serviceAccountClients(t, env, ns, "egressd-apply", rbac.RoleRules(true))
 		opts := netpol.Options{Namespace: ns}
 		if _, err := kube.ApplyNetworkPolicies(ctx, akc, netpol.NetworkPolicies(opts)); err != nil {
 			t.Fatalf("apply: %v", err)
@@ -180,7 +175,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		if found, err := kube.CheckNamespace(ctx, akc, opts); err != nil || len(found) != 0 {
 			t.Fatalf("check: %v %v", found, err)
 		}
-		if err := akc.NetworkingV1().NetworkPolicies(ns).Delete(ctx, netpol.EgressdName, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		if err := akc.NetworkPolicies(ns).Delete(ctx, netpol.EgressdName, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 			t.Fatalf("delete networkpolicies: got %v, want Forbidden", err)
 		}
 	})

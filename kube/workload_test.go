@@ -31,7 +31,7 @@ func TestPodWorkloadIdentity(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	c := env.Client
-	h := run(t, ns, c, env.Dynamic)
+	h := run(t, ns, lean(t, env))
 	var notified atomic.Int64
 	t.Cleanup(h.store.Subscribe(func() { notified.Add(1) }))
 

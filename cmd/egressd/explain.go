@@ -203,11 +203,11 @@ func loadExplainInput(ctx context.Context, o *explainOptions) (*explainInput, er
 // loadExplainKube lists the pods and EgressPolicies of the namespace once,
 // read only (run's controller also writes status; explain must not).
 func loadExplainKube(ctx context.Context, o *explainOptions) (*explainInput, error) {
-	client, dyn, err := kube.Clients(o.kubeconfig)
+	client, err := kube.Connect(o.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--kube: %w", err)
 	}
-	pl, err := client.CoreV1().Pods(o.namespace).List(ctx, metav1.ListOptions{})
+	pl, err := client.Pods(o.namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("--kube: list pods: %w", err)
 	}
@@ -215,7 +215,7 @@ func loadExplainKube(ctx context.Context, o *explainOptions) (*explainInput, err
 	for i := range pl.Items {
 		in.pods = append(in.pods, &pl.Items[i])
 	}
-	ul, err := dyn.Resource(kube.EgressPolicyResource).Namespace(o.namespace).List(ctx, metav1.ListOptions{})
+	ul, err := client.EgressPolicies(o.namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("--kube: list EgressPolicies: %w", err)
 	}

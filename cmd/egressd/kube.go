@@ -14,12 +14,12 @@ import (
 // whether the caches have synced. revalidate is called after every policy
 // snapshot swap, so that open connections are decided again (revocation).
 func startKube(ctx context.Context, o *runOptions, st *state, g *runGroup, revalidate func()) (func() bool, error) {
-	client, dyn, err := kube.Clients(o.kubeconfig)
+	client, err := kube.Connect(o.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--kube: %w", err)
 	}
 	ctl, err := kube.New(kube.Config{
-		Namespace: o.namespace, Client: client, Dynamic: dyn, Identities: st.pods,
+		Namespace: o.namespace, Client: client, Identities: st.pods,
 		SetPolicy: func(s *policy.Snapshot) { st.snapshot.Store(s); revalidate() },
 		Metrics:   st.metrics, Logger: st.log,
 	})

@@ -129,7 +129,7 @@ func netpolMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		return 0
 	}
-	client, _, err := kube.Clients(*kubeconfig)
+	client, err := kube.Connect(*kubeconfig)
 	if err != nil {
 		fmt.Fprintf(stderr, "egressd netpol: %v\n", err)
 		return 2

@@ -124,11 +124,11 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 // kubePolicies lists the EgressPolicies of namespace ns.
 func kubePolicies(ctx context.Context, kubeconfig, ns string) ([]policy.Document, error) {
-	_, dyn, err := kube.Clients(kubeconfig)
+	client, err := kube.Connect(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--kube: %w", err)
 	}
-	list, err := dyn.Resource(kube.EgressPolicyResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	list, err := client.EgressPolicies(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("--kube: list EgressPolicies of %s: %w", ns, err)
 	}

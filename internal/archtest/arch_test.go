@@ -3,7 +3,9 @@
 // (cmd → proxy/dnsserver/resolver/kube → policy; cmd and kube → netpol →
 // policy), policy is pure, proxy
 // links the resolver's client and cache but never the DNS server, probe is a client,
-// test helpers and the test CA stay out of the serving code, and nothing
+// test helpers and the test CA stay out of the serving code, the serving
+// code links none of the client-go packages that the lean binary left out
+// (issue 17: the full clientset, gentype, the event recorder), and nothing
 // imports cmd.
 //
 // The rules read `go list` of the non-test code: what a binary links.
@@ -124,6 +126,18 @@ var policyForbidden = []string{"os", "os/exec", "io/ioutil", "net", "net/http", 
 var policyAllowed = []string{"k8s.io/apimachinery", "sigs.k8s.io/yaml", "sigs.k8s.io/json",
 	"golang.org/x/net/idna", "golang.org/x/net/publicsuffix"}
 
+// lean are the packages no serving code may link, and why (issue 17, the
+// lean binary: `go tool nm -size` measured each). Tests, benchmarks and
+// k8stest may: they are not in the binary.
+var lean = []struct{ path, why string }{
+	{"k8s.io/client-go/kubernetes", "the full clientset and its scheme (kubernetes/scheme, which every typed/... package imports) register the API types of every group: use kube.Client"},
+	{"k8s.io/client-go/gentype", "gentype shares its package with the fake clients and links client-go/testing, managed fields and the OpenAPI models: use kube.Resource"},
+	{"k8s.io/client-go/tools/record", "the event recorder's strategic merge patch links the OpenAPI models: kube's eventWriter counts with a merge patch"},
+}
+
+// rbacWhy: kube/rbac, inside the module, is checked with the module rules.
+const rbacWhy = "the binary never reads its own Role; kube/rbac links the rbac/v1 API types"
+
 // support is the module's code that is not egressd: benchmarks, examples,
 // the test trees and the internal test helpers. Everything else serves
 // (internal/ also holds plumbing of the serving code: gopool, limit, watch,
@@ -155,9 +169,14 @@ func check(pkgs []pkg) []string {
 				bad = append(bad, fmt.Sprintf("%s depends on %s: k8stest is for _test.go files only", self, dep))
 			case under(dep, "internal/testutil") && !under(self, "bench"):
 				bad = append(bad, fmt.Sprintf("%s depends on %s: testutil is for tests and bench/ only", self, dep))
+			case under(dep, "kube/rbac") && serving:
+				bad = append(bad, fmt.Sprintf("%s depends on %s: %s", self, d, rbacWhy))
 			case under(dep, "certs") && serving:
 				bad = append(bad, fmt.Sprintf("%s depends on %s: the test CA stays out of the serving code (egressd never terminates TLS)", self, dep))
 			}
+		}
+		if serving {
+			bad = append(bad, checkLean(self, p)...)
 		}
 		for _, r := range rules {
 			if under(self, r.pkg) {
@@ -171,6 +190,20 @@ func check(pkgs []pkg) []string {
 	for _, r := range rules {
 		if !seen[r.pkg] {
 			bad = append(bad, fmt.Sprintf("no package %s: a rule for it holds nothing (renamed? move its rule along)", r.pkg))
+		}
+	}
+	return bad
+}
+
+// checkLean reports the packages of lean that the serving package self
+// links.
+func checkLean(self string, p pkg) []string {
+	var bad []string
+	for _, d := range p.Deps {
+		for _, l := range lean {
+			if under(d, l.path) {
+				bad = append(bad, fmt.Sprintf("%s depends on %s: %s", self, d, l.why))
+			}
 		}
 	}
 	return bad
@@ -312,6 +345,12 @@ func TestRulesFire(t *testing.T) {
 		{"a test tree is imported", "probe", m("test/chart"), false, "the test trees are not imported"},
 		{"serving code links testutil", "identity", m("internal/testutil"), false, "testutil is for tests and bench/ only"},
 		{"serving code links certs", "internal/metrics", m("certs"), false, "the test CA stays out of the serving code"},
+		{"serving code links the full clientset", "kube", "k8s.io/client-go/kubernetes", false, "kube depends on k8s.io/client-go/kubernetes: the full clientset"},
+		{"cmd links the clientset's scheme", "cmd/egressd", "k8s.io/client-go/kubernetes/scheme", false, "cmd/egressd depends on k8s.io/client-go/kubernetes/scheme: the full clientset"},
+		{"serving code links a typed client", "identity", "k8s.io/client-go/kubernetes/typed/core/v1", false, "identity depends on k8s.io/client-go/kubernetes/typed/core/v1"},
+		{"serving code links gentype", "kube", "k8s.io/client-go/gentype", false, "kube depends on k8s.io/client-go/gentype: gentype"},
+		{"serving code links the event recorder", "kube", "k8s.io/client-go/tools/record", false, "kube depends on k8s.io/client-go/tools/record"},
+		{"serving code links kube/rbac", "cmd/egressd", m("kube/rbac"), false, "cmd/egressd depends on " + m("kube/rbac") + ": the binary never reads its own Role"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package kube
+package rbac
 
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -9,7 +9,7 @@ import (
 // RoleRules returns the namespaced Role rules egressd needs, and nothing
 // more: read Pods (identities) and EgressPolicies, write EgressPolicy status
 // (the Accepted condition), create Events on denied pods and patch them (the
-// event recorder patches the count of a repeated Event). With apply
+// event writer patches the count of a repeated Event). With apply
 // (egressd netpol --apply) it may also read, create and patch
 // NetworkPolicies (server-side apply is a patch; get and list serve
 // --check). config/rbac/role.yaml is the same list as YAML.
