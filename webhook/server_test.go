@@ -65,7 +65,7 @@ func startServer(t *testing.T) *testServer {
 	reg := prometheus.NewRegistry()
 	s, err := New(Config{
 		Namespace: "llm-prod", CertDir: dir, Registerer: reg, MaxBody: 64 << 10,
-		Inject: inject.Config{ProxyURL: "http://egressd.llm-prod.svc:3128", Version: "test"},
+		Inject: testInject(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestReview(t *testing.T) {
 
 func injectedPod(t *testing.T) *corev1.Pod {
 	p := testPod(nil)
-	res, err := inject.Mutate(p, "llm-prod", inject.Config{ProxyURL: "http://egressd.llm-prod.svc:3128", Version: "test"})
+	res, err := inject.Mutate(p, "llm-prod", testInject())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestCertificateReload(t *testing.T) {
 }
 
 func TestNewWithoutCertificate(t *testing.T) {
-	_, err := New(Config{Namespace: "ns", CertDir: t.TempDir(), Inject: inject.Config{ProxyURL: "http://egressd.ns.svc:3128"}})
+	_, err := New(Config{Namespace: "ns", CertDir: t.TempDir(), Inject: testInject()})
 	if !errors.Is(err, ErrNoCertificate) {
 		t.Fatalf("New on an empty directory: %v, want ErrNoCertificate", err)
 	}
@@ -247,7 +247,7 @@ func FuzzReview(f *testing.F) {
 	f.Add(reviewBody(f, admissionv1.Create, "llm-prod", testPod(nil)))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","resource":{"version":"v1","resource":"pods"},"operation":"CREATE","namespace":"llm-prod","object":null}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","resource":{"version":"v1","resource":"pods"},"operation":"CREATE","namespace":"llm-prod","object":{"metadata":{"annotations":null},"spec":{"containers":[{"env":null}]}}}}`))
-	s := &Server{cfg: Config{Namespace: "llm-prod", Inject: inject.Config{ProxyURL: "http://egressd.llm-prod.svc:3128"}}, maxBody: 1 << 20}
+	s := &Server{cfg: Config{Namespace: "llm-prod", Inject: testInject()}, maxBody: 1 << 20}
 	s.log = discardLogger()
 	s.m, _ = newMetrics(nil)
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -275,4 +275,8 @@ func counter(t testing.TB, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+func testInject() inject.Config {
+	return inject.Config{ProxyURL: "http://egressd.llm-prod.svc:3128", Version: "test"}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/egressd/egressd/inject"
+	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/webhook"
 )
 
@@ -26,6 +27,8 @@ type webhookOptions struct {
 	serviceCIDRs stringList
 	noProxy      stringList
 	dns          string
+	secret       string
+	config       string
 }
 
 func (w *webhookOptions) flags(fs *flag.FlagSet) {
@@ -36,6 +39,8 @@ func (w *webhookOptions) flags(fs *flag.FlagSet) {
 	fs.Var(&w.apiServer, "inject-apiserver", "API server Service address for NO_PROXY (repeatable; default: $KUBERNETES_SERVICE_HOST when it is an address)")
 	fs.Var(&w.serviceCIDRs, "inject-service-cidr", "the cluster's Service CIDR for NO_PROXY (repeatable)")
 	fs.Var(&w.noProxy, "inject-no-proxy", "extra NO_PROXY entry (repeatable): a name under .svc or the cluster domain, or a private address or range")
+	fs.StringVar(&w.secret, "webhook-secret", "", "self-managed certificate: the Secret of --namespace that holds the webhook's CA and serving certificate (created, adopted, renewed; written to --webhook-cert-dir); empty: --webhook-cert-dir is filled by someone else (cert-manager)")
+	fs.StringVar(&w.config, "webhook-configuration", "", "with --webhook-secret: the MutatingWebhookConfiguration whose caBundle egressd patches")
 	fs.StringVar(&w.dns, "inject-dns", "", "egressd's resolver Service address: injected ClusterFirst pods get dnsPolicy None and a dnsConfig pointing at it; empty leaves pods' DNS alone")
 }
 
@@ -94,6 +99,9 @@ func (w *webhookOptions) validate(o *runOptions) error {
 	if w.proxyPort < 1 || w.proxyPort > 65535 {
 		errs = append(errs, errors.New("--inject-proxy-port must be 1-65535"))
 	}
+	if (w.secret == "") != (w.config == "") {
+		errs = append(errs, errors.New("--webhook-secret and --webhook-configuration go together"))
+	}
 	if _, err := w.injectConfig(o.namespace, o.clusterDomain); err != nil {
 		errs = append(errs, err)
 	}
@@ -111,6 +119,11 @@ func startWebhook(ctx context.Context, o *runOptions, st *state, reg prometheus.
 	if err != nil {
 		return nil, err
 	}
+	if w.secret != "" {
+		if err := startCertManager(ctx, o, st, reg, g); err != nil {
+			return nil, err
+		}
+	}
 	srv, err := webhook.New(webhook.Config{
 		Namespace: o.namespace, Inject: icfg, CertDir: w.certDir, ReloadEvery: o.reloadEvery,
 		Logger: st.log, Registerer: reg,
@@ -126,4 +139,30 @@ func startWebhook(ctx context.Context, o *runOptions, st *state, reg prometheus.
 	start("webhook", func() error { return srv.Serve(ln) })
 	st.log.Info("webhook serving", "addr", ln.Addr().String(), "proxy_url", icfg.ProxyURL, "dns", w.dns)
 	return srv, nil
+}
+
+// startCertManager makes (or adopts) the self-managed certificate before
+// the webhook reads --webhook-cert-dir, and keeps it renewed.
+func startCertManager(ctx context.Context, o *runOptions, st *state, reg prometheus.Registerer, g *runGroup) error {
+	w := &o.webhook
+	rc, err := kube.RESTConfig(o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("--webhook-secret: %w", err)
+	}
+	secret, config, err := kube.NewWebhookClients(rc, o.namespace, w.secret, w.config)
+	if err != nil {
+		return err
+	}
+	cm, err := webhook.NewCertManager(webhook.CertManagerConfig{
+		Service: w.service, Namespace: o.namespace, ClusterDomain: o.clusterDomain, CertDir: w.certDir,
+		Secrets: secret, Webhook: config, Logger: st.log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	if err := cm.Sync(ctx); err != nil {
+		return err
+	}
+	g.Go(func() error { cm.Run(ctx); return nil })
+	return nil
 }

@@ -94,6 +94,7 @@ func TestRunWebhookFlags(t *testing.T) {
 		{"no namespace", []string{"--webhook-addr", ":0", "--webhook-cert-dir", dir}, "needs --namespace"},
 		{"no cert dir", []string{"--webhook-addr", ":0", "--namespace", "ns"}, "needs --webhook-cert-dir"},
 		{"external no-proxy name", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-no-proxy", ".example.com"}, "NO_PROXY entry refused"},
+		{"secret without configuration", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--webhook-secret", "s"}, "go together"},
 		{"bad dns", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-dns", "resolver"}, "--inject-dns"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
