@@ -101,8 +101,9 @@ func serviceAccount(t *testing.T, env *k8stest.Env, ns, config string) *rest.Con
 	return env.UserConfig(tr.Status.Token)
 }
 
-// start registers and serves egressd's webhook for a fresh namespace.
-func start(t *testing.T) *harness {
+// start registers and serves egressd's webhook for a fresh namespace;
+// mods change the mutation's configuration.
+func start(t *testing.T, mods ...func(*inject.Config)) *harness {
 	t.Helper()
 	env := k8stest.Shared(t)
 	h := &harness{env: env, ns: env.Namespace(t), clock: &clock{t: time.Now()}, certDir: t.TempDir()}
@@ -138,10 +139,11 @@ func start(t *testing.T) *harness {
 	if err := h.certs.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.server, err = webhook.New(webhook.Config{
-		Namespace: h.ns, CertDir: h.certDir, ReloadEvery: 20 * time.Millisecond,
-		Inject: inject.Config{ProxyURL: "http://egressd." + h.ns + ".svc:3128", Version: "test"},
-	})
+	icfg := inject.Config{ProxyURL: "http://egressd." + h.ns + ".svc:3128", Version: "test"}
+	for _, m := range mods {
+		m(&icfg)
+	}
+	h.server, err = webhook.New(webhook.Config{Namespace: h.ns, CertDir: h.certDir, ReloadEvery: 20 * time.Millisecond, Inject: icfg})
 	if err != nil {
 		t.Fatal(err)
 	}
