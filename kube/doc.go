@@ -4,7 +4,10 @@
 // condition through the status subresource, applies and checks the
 // NetworkPolicies of policy.NetworkPolicies, puts a Warning Event
 // (EgressDenied) on a pod whose request was denied (EventEmitter, fed with
-// audit records), and declares the RBAC rules egressd needs (RoleRules). It
+// audit records), reaches the injection webhook's certificate Secret and
+// MutatingWebhookConfiguration with plain REST calls (webhookcert.go: the
+// webhook package's SecretStore and CABundlePatcher, wired in cmd), and
+// declares the RBAC rules egressd needs (RoleRules, WebhookRoleRules). It
 // embeds the EgressPolicy CRD (crd.yaml, a byte-identical copy of
 // charts/egressd/crds/egresspolicies.yaml).
 //
