@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,16 +65,37 @@ func (n *netns) cmd(env []string, name string, args ...string) *exec.Cmd {
 	return c
 }
 
-// build compiles pkg into dir.
-func build(t *testing.T, dir, pkg string) string {
+// binaries holds the programs the tests run, built once per test binary.
+var binaries sync.Map // package path → *builtBinary
+
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// build compiles pkg (once) and returns the program's path.
+func build(t *testing.T, pkg string) string {
 	t.Helper()
-	out := filepath.Join(dir, filepath.Base(pkg))
-	c := exec.Command("go", "build", "-o", out, pkg)
-	c.Dir = repoRoot(t)
-	if b, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	v, _ := binaries.LoadOrStore(pkg, &builtBinary{})
+	b := v.(*builtBinary)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "egressd-webhook-test-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, filepath.Base(pkg))
+		c := exec.Command("go", "build", "-o", b.path, pkg)
+		c.Dir = repoRoot(t)
+		if out, err := c.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return out
+	return b.path
 }
 
 func repoRoot(t *testing.T) string {
@@ -85,9 +107,10 @@ func repoRoot(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// startIn starts c and stops it in t.Cleanup; ready is a line of its
-// stderr that says it serves (empty: wait for nothing).
-func startIn(t *testing.T, c *exec.Cmd, ready string) {
+// startIn starts c, named name in the log, and stops it in t.Cleanup. It
+// returns the first line of its stderr that holds ready (empty: it waits
+// for nothing).
+func startIn(t *testing.T, name string, c *exec.Cmd, ready string) string {
 	t.Helper()
 	stderr, err := c.StderrPipe()
 	if err != nil {
@@ -97,25 +120,27 @@ func startIn(t *testing.T, c *exec.Cmd, ready string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
-	seen := make(chan struct{})
+	seen := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		found := false
 		for sc.Scan() {
-			t.Log(filepath.Base(c.Args[4]), sc.Text())
+			t.Log(name, sc.Text())
 			if !found && ready != "" && strings.Contains(sc.Text(), ready) {
 				found = true
-				close(seen)
+				seen <- sc.Text()
 			}
 		}
 	}()
 	if ready == "" {
-		return
+		return ""
 	}
 	select {
-	case <-seen:
+	case line := <-seen:
+		return line
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: no %q within 30s", c.Args[4], ready)
+		t.Fatalf("%s: no %q within 30s", name, ready)
+		return ""
 	}
 }
 
@@ -183,11 +208,11 @@ func TestEndToEnd(t *testing.T) {
 	write("hosts", "127.0.0.1 localhost\n127.0.0.1 egressd."+h.ns+".svc\n")
 
 	dir := t.TempDir()
-	egressd := build(t, dir, "./cmd/egressd")
-	origin := build(t, dir, "./examples/demo/origin")
+	egressd := build(t, "./cmd/egressd")
+	origin := build(t, "./examples/demo/origin")
 	root := repoRoot(t)
-	startIn(t, n.cmd(nil, origin, "-dir", dir, "-dns", "127.0.0.1:15353", "-https", "127.0.0.1:23443"), "")
-	startIn(t, n.cmd(nil, egressd, "run", "--policy", filepath.Join(root, "examples/demo/policy.yaml"),
+	startIn(t, "origin", n.cmd(nil, origin, "-dir", dir, "-dns", "127.0.0.1:15353", "-https", "127.0.0.1:23443"), "")
+	startIn(t, "egressd", n.cmd(nil, egressd, "run", "--policy", filepath.Join(root, "examples/demo/policy.yaml"),
 		"--pods", filepath.Join(root, "examples/demo/pods.yaml"), "--upstream-dns", "127.0.0.1:15353",
 		"--proxy-addr", "127.0.0.1:3128", "--dns-addr", "127.0.0.1:53", "--metrics-addr", "127.0.0.1:9090"), "egressd serving")
 	caFile := filepath.Join(dir, "ca.pem")

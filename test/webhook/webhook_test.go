@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,16 @@ import (
 	"github.com/egressd/egressd/webhook"
 )
 
-func TestMain(m *testing.M) { os.Exit(k8stest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := k8stest.Main(m)
+	binaries.Range(func(_, v any) bool {
+		if p := v.(*builtBinary).path; p != "" {
+			_ = os.RemoveAll(filepath.Dir(p))
+		}
+		return true
+	})
+	os.Exit(code)
+}
 
 func proxyEnv(c corev1.Container) map[string]string {
 	m := map[string]string{}
