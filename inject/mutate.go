@@ -122,9 +122,11 @@ func envOps(path string, env []corev1.EnvVar, want map[string]string, override b
 	return ops
 }
 
-// markOp sets egressd.dev/injected.
+// markOp sets egressd.dev/injected. An empty map is replaced whole: the
+// pod's JSON may leave it out (omitempty) or hold {}, and "add" of the
+// member fits both.
 func markOp(pod *corev1.Pod, version string) op {
-	if pod.Annotations == nil {
+	if len(pod.Annotations) == 0 {
 		return op{Op: "add", Path: "/metadata/annotations", Value: map[string]string{AnnotationInjected: version}}
 	}
 	return op{Op: "add", Path: "/metadata/annotations/" + escape(AnnotationInjected), Value: version}

@@ -207,11 +207,39 @@ func TestReinvocationAddsToNewContainers(t *testing.T) {
 	}
 }
 
-// TestMarkOnExistingAnnotations: the mark joins annotations the pod has.
-func TestMarkOnExistingAnnotations(t *testing.T) {
-	got, _ := apply(t, pod(func(p *corev1.Pod) { p.Annotations = map[string]string{"team": "ml"} }), testConfig())
-	if got.Annotations["team"] != "ml" || got.Annotations[AnnotationInjected] != "v1.2.3" {
-		t.Errorf("annotations %v", got.Annotations)
+// TestMark: the mark joins annotations the pod has, and lands on a pod
+// whose annotations are an empty map (FuzzMutate found the member path
+// patched into a JSON that, omitting the empty map, lacked it).
+func TestMark(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		want map[string]string
+	}{
+		{"existing annotations", map[string]string{"team": "ml"}, map[string]string{"team": "ml", AnnotationInjected: "v1.2.3"}},
+		{"empty map", map[string]string{}, map[string]string{AnnotationInjected: "v1.2.3"}},
+		{"no map", nil, map[string]string{AnnotationInjected: "v1.2.3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := apply(t, pod(func(p *corev1.Pod) { p.Annotations = tc.ann }), testConfig())
+			if !reflect.DeepEqual(got.Annotations, tc.want) {
+				t.Errorf("annotations %v, want %v", got.Annotations, tc.want)
+			}
+		})
+	}
+	// As the API server may send it: {} present in the raw object.
+	raw := []byte(`{"metadata":{"annotations":{}},"spec":{"containers":[{"name":"a"}]}}`)
+	var p corev1.Pod
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Mutate(&p, "llm-prod", testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jp, _ := jsonpatch.DecodePatch(res.Patch)
+	if _, err := jp.Apply(raw); err != nil {
+		t.Fatalf("patch does not apply to the raw object: %v", err)
 	}
 }
 
