@@ -4,7 +4,10 @@
 // condition through the status subresource, applies and checks the
 // NetworkPolicies of netpol.NetworkPolicies, puts a Warning Event
 // (EgressDenied) on a pod whose request was denied (EventEmitter, fed with
-// audit records), and lists the RBAC rules egressd needs (package kube/rbac). It
+// audit records), reaches the injection webhook's certificate Secret and
+// MutatingWebhookConfiguration (webhookcert.go: the webhook package's
+// SecretStore and CABundlePatcher, wired in cmd), and lists the RBAC rules
+// egressd needs (package kube/rbac). It
 // embeds the EgressPolicy CRD (crd.yaml, a byte-identical copy of
 // charts/egressd/crds/egresspolicies.yaml).
 //

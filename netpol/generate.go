@@ -68,6 +68,11 @@ type Options struct {
 	// path open if that rule is ever narrowed.
 	APIServer     []netip.Prefix
 	APIServerPort int32
+	// WebhookPort is the injection webhook's container port, open to any
+	// source: the API server calls it from the control plane's address,
+	// which no selector names (a managed control plane is outside the
+	// cluster network). Zero means no webhook (no such rule).
+	WebhookPort int32
 }
 
 // ErrOptions marks Options that cannot give a safe policy set.
@@ -116,7 +121,7 @@ func (o Options) Validate() error {
 	for _, p := range []struct {
 		name string
 		v    int32
-	}{{"proxy", o.ProxyPort}, {"sni", o.SNIPort}, {"http", o.HTTPPort}, {"dns", o.DNSPort}, {"metrics", o.MetricsPort}, {"apiserver", o.APIServerPort}} {
+	}{{"proxy", o.ProxyPort}, {"sni", o.SNIPort}, {"http", o.HTTPPort}, {"dns", o.DNSPort}, {"metrics", o.MetricsPort}, {"apiserver", o.APIServerPort}, {"webhook", o.WebhookPort}} {
 		if p.v < 0 || p.v > 65535 {
 			errs = append(errs, fmt.Errorf("%s port %d: out of range 1-65535", p.name, p.v))
 		}
@@ -246,6 +251,12 @@ func NetworkPolicies(opts Options) []networkingv1.NetworkPolicy {
 		From:  []networkingv1.NetworkPolicyPeer{metricsFrom},
 		Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, o.MetricsPort)},
 	})
+	if o.WebhookPort != 0 {
+		// Admission reviews over TLS; the webhook can only add proxy settings.
+		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{
+			Ports: []networkingv1.NetworkPolicyPort{port(corev1.ProtocolTCP, o.WebhookPort)},
+		})
+	}
 	self := networkingv1.NetworkPolicy{
 		TypeMeta:   typeMeta,
 		ObjectMeta: meta(EgressdName),

@@ -302,3 +302,24 @@ func FuzzCheckNetworkPolicies(f *testing.F) {
 		}
 	})
 }
+
+// TestNetworkPoliciesWebhookPort: the webhook's port is open to any
+// source (the API server), and only with WebhookPort set.
+func TestNetworkPoliciesWebhookPort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		port int32
+		want int
+	}{{"no webhook", 0, 2}, {"webhook", 9443, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			nps := NetworkPolicies(NetpolOptions{Namespace: "ns", WebhookPort: tc.port})
+			in := nps[1].Spec.Ingress
+			if len(in) != tc.want {
+				t.Fatalf("%d ingress rules, want %d", len(in), tc.want)
+			}
+			if tc.port != 0 && (len(in[2].From) != 0 || in[2].Ports[0].Port.IntVal != tc.port) {
+				t.Errorf("webhook rule %+v", in[2])
+			}
+		})
+	}
+}

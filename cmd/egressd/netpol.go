@@ -57,6 +57,7 @@ func netpolMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		nodeLocal   = fs.String("nodelocal-dns", "", "NodeLocal DNSCache address egressd may query on 53 (not link-local)")
 		apiServer   = fs.String("apiserver", "", "API server endpoint addresses or CIDRs, comma separated")
 		apiPort     = fs.Int("apiserver-port", 443, "API server endpoint port")
+		webhookPort = fs.Int("webhook-port", 0, "injection webhook container port, opened to the API server (any source); 0: no webhook")
 	)
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -97,6 +98,10 @@ func netpolMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		*p.dst = int32(p.v)
 	}
+	if *webhookPort < 0 || *webhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port %d: out of range 0-65535", *webhookPort))
+	}
+	opts.WebhookPort = int32(*webhookPort)
 	if *nodeLocal != "" {
 		if opts.NodeLocalDNS, err = netip.ParseAddr(*nodeLocal); err != nil {
 			errs = append(errs, fmt.Errorf("--nodelocal-dns: %w", err))

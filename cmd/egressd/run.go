@@ -62,6 +62,8 @@ type runOptions struct {
 	auditHTTPPath                                           string
 	dnsRate                                                 float64
 	dnsBurst                                                int
+
+	webhook webhookOptions
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -99,6 +101,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold: one budget shared by the proxy, SNI and Host listeners, another for DNS over TCP (0: 1024; negative: no limit)")
 	fs.Float64Var(&o.dnsRate, "dns-rate", 0, "DNS queries per second one source IP may send, UDP and TCP; over it REFUSED (0: 1000; negative: no limit)")
 	fs.IntVar(&o.dnsBurst, "dns-burst", 0, "DNS queries one source IP may send at once above --dns-rate (0: twice --dns-rate)")
+	o.webhook.flags(fs)
 }
 
 // validate checks the flags with errors a person can act on.
@@ -167,6 +170,9 @@ func (o *runOptions) validate() error {
 	case proxy.HTTPPathNone, proxy.HTTPPathFull:
 	default:
 		errs = append(errs, fmt.Errorf("--audit-http-path %q: want none or full", o.auditHTTPPath))
+	}
+	if err := o.webhook.validate(o); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -261,6 +261,10 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	if err != nil {
 		return err
 	}
+	wh, err := startWebhook(runCtx, o, st, reg, &g, start)
+	if err != nil {
+		return err
+	}
 	var health *http.Server
 	if ls.metrics != nil {
 		health = healthServer(reg, st)
@@ -283,6 +287,9 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	defer drainCancel()
 	if dnsSrv != nil {
 		_ = dnsSrv.Shutdown(drainCtx)
+	}
+	if wh != nil {
+		_ = wh.Shutdown(drainCtx)
 	}
 	if err := px.Shutdown(drainCtx); err != nil {
 		log.Warn("drain cut open tunnels", "error", err.Error())

@@ -142,14 +142,20 @@ func (w *Watcher) Run(ctx context.Context) {
 	if iv <= 0 {
 		iv = time.Second
 	}
-	t := time.NewTicker(iv)
+	Every(ctx, iv, func() { w.Poll() })
+}
+
+// Every calls f every interval until ctx ends (the first call one interval
+// from now).
+func Every(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			w.Poll()
+			f()
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -28,6 +29,7 @@ func valueSets(t testing.TB) []struct {
 	}{
 		{"defaults", nil},
 		{"all-on", []string{allOnValues(t)}},
+		{"inject-self-managed", []string{selfManagedValues(t)}},
 	}
 }
 
@@ -129,7 +131,7 @@ func TestDeployment(t *testing.T) {
 				"--dns-timeout 1500ms", "--dns-stale-for 30m", "--dns-failure-ttl 2s", "--response-timeout 2m", "--event-interval 10m",
 				"--audit-interim 30s", "--audit-buffer 33554432", "--audit-failure open",
 				"--audit-file /var/log/egressd/audit.jsonl", "--audit-file-max-size 256", "--audit-file-max-backups 10"},
-			ports:      []string{"proxy", "dns-udp", "dns-tcp", "sni", "http", "metrics"},
+			ports:      []string{"proxy", "dns-udp", "dns-tcp", "sni", "http", "metrics", "webhook"},
 			auditMount: "/var/log/egressd", auditVolume: "persistentVolumeClaim",
 			// The image's GODEBUG turned off (Dockerfile, README "Decisions").
 			extraEnv: []corev1.EnvVar{{Name: "GODEBUG", Value: ""}},
@@ -220,10 +222,11 @@ func TestDeployment(t *testing.T) {
 
 // checkAuditVolume: the audit file's directory is a volume (the root file
 // system is read-only), of the source wanted, and nothing is mounted
-// without an audit file.
+// without an audit file but the webhook's certificate (TestInjectionWebhook).
 func checkAuditVolume(t *testing.T, ps corev1.PodSpec, mount, source string) {
 	t.Helper()
-	mounts := ps.Containers[0].VolumeMounts
+	mounts := slices.DeleteFunc(slices.Clone(ps.Containers[0].VolumeMounts), func(m corev1.VolumeMount) bool { return m.Name == "webhook-cert" })
+	ps.Volumes = slices.DeleteFunc(slices.Clone(ps.Volumes), func(v corev1.Volume) bool { return v.Name == "webhook-cert" })
 	if mount == "" {
 		if len(mounts) != 0 || len(ps.Volumes) != 0 {
 			t.Errorf("volumes %+v mounts %+v without an audit file", ps.Volumes, mounts)
@@ -291,7 +294,8 @@ func TestService(t *testing.T) {
 	}{
 		{"defaults", nil, append(slices.Clone(base), metricsPort), ""},
 		{"all-on", []string{allOnValues(t)}, append(slices.Clone(base),
-			port{"sni", 443, "sni", corev1.ProtocolTCP}, port{"http", 80, "http", corev1.ProtocolTCP}, metricsPort), "10.96.0.53"},
+			port{"sni", 443, "sni", corev1.ProtocolTCP}, port{"http", 80, "http", corev1.ProtocolTCP}, metricsPort,
+			port{"webhook", 9443, "webhook", corev1.ProtocolTCP}), "10.96.0.53"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -410,8 +414,12 @@ func TestPodDisruptionBudget(t *testing.T) {
 			objs := render(t, "llm-prod", vs.files)
 			pdb := fromUnstructured[policyv1.PodDisruptionBudget](t, find(t, objs, "PodDisruptionBudget", "egressd"))
 			d := fromUnstructured[appsv1.Deployment](t, find(t, objs, "Deployment", "egressd"))
-			if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() < 1 || int32(pdb.Spec.MinAvailable.IntValue()) >= *d.Spec.Replicas {
-				t.Errorf("minAvailable = %v with %d replicas: want at least 1 and fewer than the replicas (a drain must be possible)", pdb.Spec.MinAvailable, *d.Spec.Replicas)
+			replicas := d.Spec.Replicas
+			if hpas := ofKind(objs, "HorizontalPodAutoscaler"); len(hpas) == 1 { // the fewest it may leave
+				replicas = fromUnstructured[autoscalingv2.HorizontalPodAutoscaler](t, hpas[0]).Spec.MinReplicas
+			}
+			if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() < 1 || int32(pdb.Spec.MinAvailable.IntValue()) >= *replicas {
+				t.Errorf("minAvailable = %v with %d replicas: want at least 1 and fewer than the replicas (a drain must be possible)", pdb.Spec.MinAvailable, *replicas)
 			}
 			for k, v := range pdb.Spec.Selector.MatchLabels {
 				if d.Spec.Template.Labels[k] != v {

@@ -21,18 +21,20 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(k8stest.Main(m)) }
 
-// serviceMonitorCRD stands in for the Prometheus Operator's CRD, which the
-// test API server does not have. It checks kind, group and metadata only
-// (spec is preserved unvalidated); TestServiceMonitor checks the spec's shape.
-const serviceMonitorCRD = `
+// standInCRD is a CRD for an operator's kind that the test API server does
+// not have. It checks kind, group and metadata only (spec is preserved
+// unvalidated); the chart tests of each kind check the spec's shape.
+func standInCRD(group, kind string) string {
+	plural := strings.ToLower(kind) + "s"
+	return `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: servicemonitors.monitoring.coreos.com
+  name: ` + plural + "." + group + `
 spec:
-  group: monitoring.coreos.com
+  group: ` + group + `
   scope: Namespaced
-  names: {plural: servicemonitors, singular: servicemonitor, kind: ServiceMonitor, listKind: ServiceMonitorList}
+  names: {plural: ` + plural + `, singular: ` + strings.ToLower(kind) + `, kind: ` + kind + `, listKind: ` + kind + `List}
   versions:
     - name: v1
       served: true
@@ -43,28 +45,15 @@ spec:
           properties:
             spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
 `
+}
 
-// prometheusRuleCRD stands in for the Prometheus Operator's PrometheusRule
-// CRD in the same way; TestPrometheusRule checks the rules themselves.
-const prometheusRuleCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: prometheusrules.monitoring.coreos.com
-spec:
-  group: monitoring.coreos.com
-  scope: Namespaced
-  names: {plural: prometheusrules, singular: prometheusrule, kind: PrometheusRule, listKind: PrometheusRuleList}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
+// standIns are the Prometheus Operator's ServiceMonitor (TestServiceMonitor)
+// and PrometheusRule (TestPrometheusRule), and cert-manager's Issuer and
+// Certificate (TestInjectionWebhook), by group.
+var standIns = []struct{ group, kind string }{
+	{"monitoring.coreos.com", "ServiceMonitor"}, {"monitoring.coreos.com", "PrometheusRule"},
+	{"cert-manager.io", "Issuer"}, {"cert-manager.io", "Certificate"},
+}
 
 // TestServerSideDryRun applies every rendered object, with defaults and with
 // every option on, to a real kube-apiserver with a server-side dry run: the
@@ -75,8 +64,9 @@ func TestServerSideDryRun(t *testing.T) {
 	env := k8stest.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	installCRD(ctx, t, env, serviceMonitorCRD, "ServiceMonitor")
-	installCRD(ctx, t, env, prometheusRuleCRD, "PrometheusRule")
+	for _, c := range standIns {
+		installCRD(ctx, t, env, standInCRD(c.group, c.kind), c.kind)
+	}
 
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
 	for _, vs := range valueSets(t) {
@@ -89,7 +79,8 @@ func TestServerSideDryRun(t *testing.T) {
 			if vs.name == "all-on" {
 				// The helm test hook, its probe file and the monitoring
 				// objects are judged here too.
-				for _, k := range []string{"Pod", "ConfigMap", "PrometheusRule", "ServiceMonitor"} {
+				for _, k := range []string{"Pod", "ConfigMap", "PrometheusRule", "ServiceMonitor",
+					"MutatingWebhookConfiguration", "Certificate", "Issuer"} {
 					if len(ofKind(objs, k)) == 0 {
 						t.Errorf("all-on renders no %s", k)
 					}
@@ -213,6 +204,8 @@ func TestNotes(t *testing.T) {
 		{name: "clusterIP looked up", existing: "10.96.7.7", want: []string{"- 10.96.7.7"}, notWant: []string{"has no ClusterIP yet"}},
 		{name: "no clusterIP yet", want: []string{"<egressd Service ClusterIP>", "has no ClusterIP yet"}},
 		{name: "audit mode", sets: []string{"mode=audit", "service.clusterIP=10.96.0.53"}, want: []string{"in audit mode", `"would_deny": true`, "egressd report records.log"}},
+		{name: "injection", sets: []string{"inject.enabled=true", "service.clusterIP=10.96.0.53"},
+			want: []string{"Injection is on", `egressd.dev/inject: "false"`, "DNS only with inject.dns", "by hand (what injection adds)"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

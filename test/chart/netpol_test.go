@@ -42,6 +42,7 @@ func TestNetworkPoliciesEqualNetpol(t *testing.T) {
 				APIServer:        []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32"), netip.MustParsePrefix("10.0.0.2/32")},
 				APIServerPort:    6443,
 				MetricsNamespace: "monitoring",
+				WebhookPort:      9443,
 			},
 		},
 		{

@@ -114,3 +114,21 @@ only, not the cluster DNS.
 {{- $h := index . 0 -}}
 {{- if contains ":" $h }}{{ printf "[%s]:%v" $h (index . 1) }}{{ else }}{{ printf "%s:%v" $h (index . 1) }}{{ end -}}
 {{- end -}}
+
+{{/*
+egressd.webhookConfigName: the MutatingWebhookConfiguration is cluster-scoped,
+so its name carries the namespace (one release per namespace).
+*/}}
+{{- define "egressd.webhookConfigName" -}}
+{{- printf "%s-%s" (include "egressd.fullname" .) .Release.Namespace | trunc 253 -}}
+{{- end -}}
+
+{{/* egressd.webhookSecret: the serving certificate's Secret, in both modes. */}}
+{{- define "egressd.webhookSecret" -}}
+{{- printf "%s-webhook-tls" (include "egressd.fullname" .) -}}
+{{- end -}}
+
+{{/* egressd.selfManagedCert: injection with egressd's own certificate. */}}
+{{- define "egressd.selfManagedCert" -}}
+{{- if and .Values.inject.enabled (not .Values.inject.certManager.enabled) -}}true{{- end -}}
+{{- end -}}
