@@ -262,7 +262,10 @@ func startEgressd(t *testing.T, w *world, extra ...string) *instance {
 	in := &instance{auditFile: filepath.Join(dir, "audit.jsonl"), exited: make(chan error, 1), log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
 	args := append([]string{"run", "--policy", filepath.Join(dir, "policy.yaml"), "--pods", filepath.Join(dir, "pods.yaml"),
 		"--proxy-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
-		"--upstream-dns", w.dnsAddr, "--audit-file", in.auditFile, "--log-level", "info", "--drain-timeout", "3s"}, extra...)
+		"--upstream-dns", w.dnsAddr, "--audit-file", in.auditFile, "--log-level", "info", "--drain-timeout", "3s",
+		// No lameduck unless a test asks for one (TestLameduck): the others
+		// stop egressd in their cleanup and would wait 5s each.
+		"--lameduck", "0"}, extra...)
 	in.cmd = exec.Command(egressdBin, args...)
 	in.cmd.Stdout = io.Discard
 	stderr, err := in.cmd.StderrPipe()
@@ -642,7 +645,9 @@ func TestOriginFaults(t *testing.T) {
 }
 
 // TestSIGTERMUnderLoad: SIGTERM while clients keep opening tunnels and
-// requests. egressd exits 0 within the drain timeout, and every request
+// requests, with --lameduck 0 (startEgressd), so that the listener closes
+// at once and the drain begins under load (TestLameduck covers the
+// lameduck). egressd exits 0 within the drain timeout, and every request
 // that got an answer (or a tunnel) has exactly one end record; no record
 // stands for a request that was never sent.
 func TestSIGTERMUnderLoad(t *testing.T) {
