@@ -36,27 +36,12 @@ import (
 
 	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/internal/dnstest"
+	"github.com/egressd/egressd/internal/testutil"
 )
 
 var egressdBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "egressd-fault-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	egressdBin = filepath.Join(dir, "egressd")
-	build := exec.Command("go", "build", "-o", egressdBin, "github.com/egressd/egressd/cmd/egressd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building egressd:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.MainWithEgressd(m, &egressdBin)) }
 
 const pod = "127.0.0.2"
 

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/egressd/egressd/internal/testutil"
 )
 
 // attempt is one client request of the lameduck load: when it began and
@@ -90,17 +92,10 @@ func TestLameduck(t *testing.T) {
 			var wg sync.WaitGroup
 			for kind, f := range load {
 				wg.Go(func() {
-					tick := time.NewTicker(100 * time.Millisecond)
-					defer tick.Stop()
-					for {
-						select {
-						case <-ctx.Done():
-							return
-						case <-tick.C:
-						}
+					testutil.Every(ctx, 100*time.Millisecond, func() {
 						began := time.Now()
 						note(kind, began, f())
-					}
+					})
 				})
 			}
 			select {
