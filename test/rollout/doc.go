@@ -26,6 +26,12 @@
 // namespaces. The outside world (an upstream DNS server and a TLS origin)
 // lives in namespace "egrro-world".
 //
+// TestRollingRestart replaces a replica the way a Deployment with
+// maxUnavailable 0 does, with --lameduck and, as the control, without;
+// TestAbruptLoss kills one with SIGKILL; TestTwoReplicasOneTruth relabels a
+// pod and times the revocation on both replicas. Each prints its figures
+// (docs/operations.md has them).
+//
 // The tests need root (network namespaces, iptables); CI runs as root.
 // Namespaces left over from a crashed run are deleted by name at start.
 //

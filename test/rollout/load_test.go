@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/miekg/dns"
@@ -30,6 +31,7 @@ type load struct {
 	sent   map[string]int      // "ip kind" -> requests sent
 	failed map[string]int      // "ip kind" -> requests that failed
 	errs   []string            // a sample of the failures
+	fails  []time.Time         // when each failed request ended
 	long   map[string][]string // ip -> how each long tunnel ended
 	warm   map[string]int
 	warmed chan struct{}
@@ -63,6 +65,17 @@ func (l *load) start(pods map[string]string) {
 	}
 }
 
+// waitWarm waits until every pod got three answers of each kind.
+func (l *load) waitWarm(t *testing.T) {
+	t.Helper()
+	select {
+	case <-l.warmed:
+	case <-time.After(30 * time.Second):
+		l.stop()
+		t.Fatalf("the load never got three answers of each kind from each pod: %s; %v", l.summary(), l.errs)
+	}
+}
+
 // stop ends the load and waits for its requests.
 func (l *load) stop() {
 	l.cancel()
@@ -79,6 +92,7 @@ func (l *load) note(ip, kind string, err error) {
 	l.sent[key]++
 	if err != nil {
 		l.failed[key]++
+		l.fails = append(l.fails, time.Now())
 		if len(l.errs) < 20 {
 			l.errs = append(l.errs, fmt.Sprintf("%s %s %s: %v", time.Now().Format("15:04:05.000"), ip, kind, err))
 		}
@@ -142,7 +156,13 @@ func (l *load) once(ctx context.Context, ns, kind string) error {
 // tunnel opens a CONNECT tunnel to the origin through the Service and
 // does the TLS handshake through it.
 func (l *load) tunnel(ctx context.Context, ns string) (*tls.Conn, error) {
-	c, err := dialIn(ctx, ns, "tcp", net.JoinHostPort(l.svc, "3128"))
+	return tunnelVia(ctx, ns, net.JoinHostPort(l.svc, "3128"), l.tls)
+}
+
+// tunnelVia opens a CONNECT tunnel from namespace ns through the proxy at
+// addr and does the TLS handshake through it.
+func tunnelVia(ctx context.Context, ns, addr string, conf *tls.Config) (*tls.Conn, error) {
+	c, err := dialIn(ctx, ns, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +184,7 @@ func (l *load) tunnel(ctx context.Context, ns string) (*tls.Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("CONNECT: %s", resp.Status)
 	}
-	tc := tls.Client(&bufConn{c, br}, l.tls)
+	tc := tls.Client(&bufConn{c, br}, conf)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return nil, err

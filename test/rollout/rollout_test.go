@@ -142,12 +142,7 @@ func (tb *testbed) rollOnce(t *testing.T, round int, lameduck time.Duration) rol
 	}
 	l := newLoad(c.clusterIP, tb.w)
 	l.start(tb.pods)
-	select {
-	case <-l.warmed:
-	case <-time.After(30 * time.Second):
-		l.stop()
-		t.Fatalf("the load never got three answers of each kind from each pod: %s; %v", l.summary(), l.errs)
-	}
+	l.waitWarm(t)
 	b := c.startReplica(t, fmt.Sprintf("b%d", round), fmt.Sprintf("10.250.0.%d", 10*round+2), flags...)
 	tb.serving(t, b, false)
 
