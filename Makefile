@@ -10,7 +10,7 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 build: ## the egressd binary in bin/
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/egressd ./cmd/egressd
 
-deps: ## test tools: curl, dig, dnsperf, helm, etcd, kube-apiserver, buildah, podman, runc, skopeo (idempotent, cached in .tools/)
+deps: ## test tools: curl, dig, dnsperf, helm, etcd, kube-apiserver, kube-proxy, kube-controller-manager, buildah, podman, runc, skopeo (idempotent, cached in .tools/)
 	@for s in scripts/deps/*.sh; do echo "== $$s"; bash "$$s"; done
 
 test: deps lint ## everything CI runs

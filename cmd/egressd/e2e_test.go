@@ -160,7 +160,7 @@ func startEgressdArgs(t *testing.T, w *world, source ...string) *instance {
 	in := &instance{audit: &testutil.SyncBuffer{}, done: make(chan int, 1)}
 	args := append([]string{"run", "--upstream-dns", w.dnsAddr,
 		"--proxy-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
-		"--reload-interval", "20ms", "--drain-timeout", "2s", "--log-level", "debug"}, source...)
+		"--reload-interval", "20ms", "--drain-timeout", "2s", "--lameduck", "0", "--log-level", "debug"}, source...)
 	ctx, cancel := context.WithCancel(context.Background())
 	in.stop = cancel
 	pr, pw := io.Pipe()

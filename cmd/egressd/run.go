@@ -26,6 +26,36 @@ import (
 	"github.com/egressd/egressd/proxy"
 )
 
+// runMain is `egressd run`: it returns when ctx ends (SIGTERM), the lameduck
+// and the drain are over, or at once on a startup error.
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("egressd run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o runOptions
+	o.flags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "egressd run: %v\n", err)
+		return 2
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "egressd run: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(stderr, o.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "egressd run: %v\n", err)
+		return 2
+	}
+	if err := serve(ctx, &o, stdout, log); err != nil {
+		log.Error("egressd stopped", "error", err.Error())
+		return 1
+	}
+	return 0
+}
+
 // runOptions are the flags of `egressd run`.
 type runOptions struct {
 	policies      stringList
@@ -51,6 +81,7 @@ type runOptions struct {
 	auditBuffer   int
 	auditFailure  string
 	drainTimeout  time.Duration
+	lameduck      time.Duration
 	reloadEvery   time.Duration
 	logLevel      string
 	maxConns      int
@@ -89,7 +120,8 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.auditInterim, "audit-interim", time.Minute, "write an interim record for a tunnel or exchange still open after this, and again every interval (0: never)")
 	fs.IntVar(&o.auditBuffer, "audit-buffer", audit.DefaultBufferLimit, "bytes of audit records each sink (stdout, --audit-file) may hold while its writes fail or lag (min 1 MiB)")
 	fs.StringVar(&o.auditFailure, "audit-failure", string(audit.FailClosed), "when audit records cannot be written: closed (refuse new requests, 503 audit-unavailable) or open (serve; drop and count what does not fit in --audit-buffer)")
-	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long open tunnels may drain before they are cut")
+	fs.DurationVar(&o.lameduck, "lameduck", 5*time.Second, "on SIGTERM, how long egressd stays unready but keeps serving everything (the Service keeps sending until its endpoints change), before it stops accepting (0: stop at once)")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "after the lameduck, how long open tunnels may drain before they are cut")
 	fs.DurationVar(&o.reloadEvery, "reload-interval", time.Second, "how often policy and pods files are checked for changes")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error (operational log on stderr)")
 	fs.DurationVar(&o.dnsTimeout, "dns-timeout", 0, "bound on one exchange with one upstream DNS server (0: 2s)")
@@ -162,6 +194,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.drainTimeout < 0 {
 		errs = append(errs, errors.New("--drain-timeout must not be negative"))
+	}
+	if o.lameduck < 0 {
+		errs = append(errs, errors.New("--lameduck must not be negative (0 stops accepting at SIGTERM)"))
 	}
 	if o.eventInterval < 0 {
 		errs = append(errs, errors.New("--event-interval must not be negative (0 disables Events)"))

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,36 +23,6 @@ import (
 	"github.com/egressd/egressd/proxy"
 	"github.com/egressd/egressd/resolver"
 )
-
-// runMain is `egressd run`: it returns when ctx ends (SIGTERM) and the drain
-// is over, or at once on a startup error.
-func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("egressd run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o runOptions
-	o.flags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "egressd run: %v\n", err)
-		return 2
-	}
-	if err := o.validate(); err != nil {
-		fmt.Fprintf(stderr, "egressd run: %v\n", err)
-		return 2
-	}
-	log, err := newLogger(stderr, o.logLevel)
-	if err != nil {
-		fmt.Fprintf(stderr, "egressd run: %v\n", err)
-		return 2
-	}
-	if err := serve(ctx, &o, stdout, log); err != nil {
-		log.Error("egressd stopped", "error", err.Error())
-		return 1
-	}
-	return 0
-}
 
 // listeners are the sockets of one run, opened before anything serves so
 // that the guard knows them (no loops through egressd itself).
@@ -279,9 +248,14 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	case runErr = <-serveErr:
 	}
 
-	// Drain: unready first, so that load balancers stop sending; then stop
+	// Unready at once, so that the Service takes this pod out of its
+	// endpoints; serve everything on for --lameduck while that change
+	// reaches every node (docs/operations.md, "Upgrades"); then stop
 	// accepting and give open tunnels --drain-timeout to finish.
 	st.draining.Store(true)
+	if runErr == nil {
+		lameduck(ctx, o.lameduck, log)
+	}
 	log.Info("draining", "timeout", o.drainTimeout.String())
 	drainCtx, drainCancel := context.WithTimeout(context.Background(), o.drainTimeout)
 	defer drainCancel()
@@ -306,6 +280,23 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// lameduck waits d with every listener still serving and /readyz failing;
+// a second stop signal (hurryOf) ends it early. A listener that failed
+// (runErr) skips it: serve stops at once then.
+func lameduck(ctx context.Context, d time.Duration, log *slog.Logger) {
+	if d <= 0 {
+		return
+	}
+	log.Info("lameduck: unready, still serving", "for", d.String())
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-hurryOf(ctx):
+		log.Info("lameduck cut short by a second signal")
+	}
 }
 
 // afterReload calls f after every reload of w that read its files, once w's

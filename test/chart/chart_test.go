@@ -59,7 +59,9 @@ func TestRejects(t *testing.T) {
 		{"unknown nested key", []string{"service.type=LoadBalancer"}, "type"},
 		{"bad mode", []string{"mode=permissive"}, "mode"},
 		{"port out of range", []string{"service.proxyPort=70000"}, "proxyPort"},
-		{"grace not above drain", []string{"drainTimeoutSeconds=60", "terminationGracePeriodSeconds=60"}, "must exceed drainTimeoutSeconds"},
+		{"grace not above drain", []string{"lameduckSeconds=0", "drainTimeoutSeconds=60", "terminationGracePeriodSeconds=60"}, "must exceed lameduckSeconds plus drainTimeoutSeconds"},
+		{"grace not above lameduck plus drain", []string{"lameduckSeconds=10", "drainTimeoutSeconds=30", "terminationGracePeriodSeconds=40"}, "must exceed lameduckSeconds plus drainTimeoutSeconds (10 + 30)"},
+		{"negative lameduck", []string{"lameduckSeconds=-1"}, "lameduckSeconds"},
 		{"transparent without address", []string{"transparent.sni.enabled=true"}, "service.clusterIP"},
 		{"policy rule without ports", []string{"policies[0].name=p", "policies[0].spec.podSelector.matchLabels.app=x", "policies[0].spec.egress[0].hosts[0]=a.example.com"}, "ports"},
 		{"bad image digest", []string{"image.digest=latest"}, "digest"},
@@ -107,14 +109,15 @@ func TestDeployment(t *testing.T) {
 		noArgs      []string // flags that must not appear
 		ports       []string // container port names
 		drainSecs   int64
+		lameSecs    int64
 		auditMount  string          // the audit file's directory; empty: no volume
 		auditVolume string          // the source of the volume mounted there
 		extraEnv    []corev1.EnvVar // after POD_NAMESPACE
 	}{
 		{
-			name: "defaults", replicas: 2, drainSecs: 30,
+			name: "defaults", replicas: 2, drainSecs: 30, lameSecs: 5,
 			wantArgs: []string{"run", "--kube", "--namespace $(POD_NAMESPACE)", "--proxy-addr :3128", "--dns-addr :5353",
-				"--metrics-addr :9090", "--mode enforce", "--cluster-domain cluster.local", "--drain-timeout 30s"},
+				"--metrics-addr :9090", "--mode enforce", "--cluster-domain cluster.local", "--lameduck 5s", "--drain-timeout 30s"},
 			// egressd's own defaults stay out of the manifest: an upgrade of
 			// egressd changes them, not a chart value nobody set.
 			noArgs: []string{"--sni-addr", "--http-addr", "--advertise-ip", "--upstream-dns", "--cluster-dns", "--private-cidr",
@@ -123,8 +126,8 @@ func TestDeployment(t *testing.T) {
 			ports: []string{"proxy", "dns-udp", "dns-tcp", "metrics"},
 		},
 		{
-			name: "all-on", files: []string{allOnValues(t)}, replicas: 3, drainSecs: 60,
-			wantArgs: []string{"run", "--kube", "--namespace $(POD_NAMESPACE)", "--mode audit", "--drain-timeout 60s",
+			name: "all-on", files: []string{allOnValues(t)}, replicas: 3, drainSecs: 60, lameSecs: 10,
+			wantArgs: []string{"run", "--kube", "--namespace $(POD_NAMESPACE)", "--mode audit", "--lameduck 10s", "--drain-timeout 60s",
 				"--sni-addr :8443=443", "--http-addr :8080=80", "--advertise-ip 10.96.0.53",
 				"--upstream-dns 10.96.0.10:53", "--upstream-dns 10.96.0.11:53", "--cluster-dns 10.96.0.10:53", "--log-level debug",
 				"--private-cidr 100.64.0.0/10", "--private-cidr fd00:10:96::/112",
@@ -138,7 +141,7 @@ func TestDeployment(t *testing.T) {
 		},
 		{
 			name: "audit file on an emptyDir, interim and Events off", sets: []string{"audit.file.path=/audit/records.jsonl",
-				"audit.interim=0s", "events.interval=0s", "dns.staleFor=-1s"}, replicas: 2, drainSecs: 30,
+				"audit.interim=0s", "events.interval=0s", "dns.staleFor=-1s"}, replicas: 2, drainSecs: 30, lameSecs: 5,
 			wantArgs:   []string{"--audit-file /audit/records.jsonl", "--audit-interim 0s", "--event-interval 0s", "--dns-stale-for -1s"},
 			noArgs:     []string{"--audit-file-max-size", "--audit-file-max-backups", "--audit-buffer", "--audit-failure"},
 			ports:      []string{"proxy", "dns-udp", "dns-tcp", "metrics"},
@@ -159,8 +162,8 @@ func TestDeployment(t *testing.T) {
 				t.Error("no topologySpreadConstraints")
 			}
 			ps := d.Spec.Template.Spec
-			if g := ps.TerminationGracePeriodSeconds; g == nil || *g <= c.drainSecs {
-				t.Errorf("terminationGracePeriodSeconds = %v, want > drain timeout %d", g, c.drainSecs)
+			if g := ps.TerminationGracePeriodSeconds; g == nil || *g <= c.lameSecs+c.drainSecs {
+				t.Errorf("terminationGracePeriodSeconds = %v, want > lameduck %d + drain timeout %d", g, c.lameSecs, c.drainSecs)
 			}
 			if ps.SecurityContext == nil || ps.SecurityContext.RunAsNonRoot == nil || !*ps.SecurityContext.RunAsNonRoot ||
 				ps.SecurityContext.SeccompProfile == nil || ps.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {

@@ -61,7 +61,10 @@ func startEgressd(t *testing.T, w *world, extra ...string) *instance {
 	in := &instance{auditFile: filepath.Join(dir, "audit.jsonl"), exited: make(chan error, 1), log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
 	args := append([]string{"run", "--policy", filepath.Join(dir, "policy.yaml"), "--pods", filepath.Join(dir, "pods.yaml"),
 		"--proxy-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
-		"--upstream-dns", w.dnsAddr, "--audit-file", in.auditFile, "--log-level", "info", "--drain-timeout", "3s"}, extra...)
+		"--upstream-dns", w.dnsAddr, "--audit-file", in.auditFile, "--log-level", "info", "--drain-timeout", "3s",
+		// No lameduck unless a test asks for one (TestLameduck): the others
+		// stop egressd in their cleanup and would wait 5s each.
+		"--lameduck", "0"}, extra...)
 	in.cmd = exec.Command(egressdBin, args...)
 	in.cmd.Stdout = io.Discard
 	stderr, err := in.cmd.StderrPipe()

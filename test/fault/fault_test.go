@@ -13,41 +13,23 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/egressd/egressd/internal/testutil"
 	"github.com/miekg/dns"
 )
 
 var egressdBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "egressd-fault-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	egressdBin = filepath.Join(dir, "egressd")
-	build := exec.Command("go", "build", "-o", egressdBin, "github.com/egressd/egressd/cmd/egressd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building egressd:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.MainWithEgressd(m, &egressdBin)) }
 
 // TestUpstreamDNSStops: the upstream stops answering. Within the stale
 // window the cached answer is served (dns.stale in the record); after it
@@ -215,7 +197,9 @@ func TestOriginFaults(t *testing.T) {
 }
 
 // TestSIGTERMUnderLoad: SIGTERM while clients keep opening tunnels and
-// requests. egressd exits 0 within the drain timeout, and every request
+// requests, with --lameduck 0 (startEgressd), so that the listener closes
+// at once and the drain begins under load (TestLameduck covers the
+// lameduck). egressd exits 0 within the drain timeout, and every request
 // that got an answer (or a tunnel) has exactly one end record; no record
 // stands for a request that was never sent.
 func TestSIGTERMUnderLoad(t *testing.T) {
