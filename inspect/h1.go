@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -126,7 +127,7 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 	if err == nil {
 		err = cw.Flush()
 	}
-	x.BytesSent = rb.n
+	x.BytesSent = rb.n.Load()
 	if err != nil {
 		x.Error = err.Error()
 		return false, err
@@ -182,7 +183,7 @@ func (s *session) begin(req *http.Request, start time.Time, proto string) (*Exch
 
 func (s *session) end(x *Exchange, body *countReader) {
 	x.Duration = time.Since(x.Start)
-	x.BytesReceived = body.n
+	x.BytesReceived = body.n.Load()
 	s.record(*x)
 }
 
@@ -266,15 +267,17 @@ func writeRefusal(w io.Writer, status int, reason, host string, close bool) {
 		status, http.StatusText(status), reason, len(body), c, body)
 }
 
-// countReader counts the bytes read through it.
+// countReader counts the bytes read through it. The count is atomic: an
+// HTTP/2 request body is read by the transport's own goroutine, which may
+// still be at it when the exchange is recorded.
 type countReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
 

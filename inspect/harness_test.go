@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -107,6 +109,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	chain, key := h.originCA.issue(t, o.originCert, name)
 	h.origin = httptest.NewUnstartedServer(originHandler())
 	h.origin.EnableHTTP2 = !o.h1Only
+	h.origin.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are the point of some tests
 	h.origin.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: chain, PrivateKey: key}}}
 	h.origin.StartTLS()
 	t.Cleanup(h.origin.Close)
