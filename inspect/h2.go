@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -71,12 +72,18 @@ func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2
 	}
 }
 
+// copyBufs holds copyFlush's buffers: one per stream being copied, not
+// one per response.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // copyFlush copies a response body to w, flushing after each read, so
 // that a streamed response (server-sent events of an LLM API) reaches the
 // client as it comes.
 func copyFlush(w http.ResponseWriter, r io.Reader) (int64, error) {
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	var n int64
 	for {
 		m, err := r.Read(buf)
