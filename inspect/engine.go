@@ -109,6 +109,10 @@ func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
 	} else {
 		err = s.serveH1(ctx)
 	}
+	// An HTTP/2 handler may still be finishing after ServeConn returns:
+	// the count is read under the lock it is written under.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return t, err
 }
 

@@ -85,6 +85,8 @@ var rules = []rule{
 		mustNot: []string{"proxy", "dnsserver", "kube", "cmd", clientGo}},
 	{pkg: "dnsserver", why: "dnsserver serves names; it must not import proxy, kube, cmd, certs or client-go",
 		mustNot: []string{"proxy", "kube", "cmd", "certs", clientGo}},
+	{pkg: "inspect", why: "inspect terminates the TLS of inspected tunnels over connections the proxy dialled and asks the caller for every decision; it imports no other package of this module (not policy: the caller decides) and no client-go",
+		onlyModule: []string{}, mustNot: []string{clientGo}},
 	{pkg: "internal/limit", why: "limit imports only the standard library; callers turn its summaries into records",
 		stdOnly: true},
 	{pkg: "certs", why: "the test CA must not import any other package of this module",
