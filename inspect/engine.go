@@ -87,6 +87,9 @@ type Args struct {
 // returns the tunnel's record. It closes both connections. The error says
 // why the tunnel ended when it ended other than by a close (nil then).
 func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
+	if a.Decide == nil || a.Client == nil || a.Upstream == nil {
+		return Tunnel{}, errors.New("inspect: Serve needs Client, Upstream and Decide")
+	}
 	defer a.Client.Close()
 	defer a.Upstream.Close()
 	ctx, cancel := context.WithCancel(ctx)

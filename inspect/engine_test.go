@@ -121,6 +121,31 @@ func TestInspectedTunnel(t *testing.T) {
 	}
 }
 
+// TestRequestBody: a request body reaches the origin whole and is
+// counted, over HTTP/1.1 and HTTP/2.
+func TestRequestBody(t *testing.T) {
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+		t.Run(proto, func(t *testing.T) {
+			h := newHarness(t, harnessOpts{})
+			body := strings.Repeat("x", 300<<10)
+			c := h.goClient(proto == "HTTP/2.0")
+			resp, err := c.Post(h.originURL("/v1/chat/completions"), "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("X-Body-Bytes") != fmt.Sprint(len(body)) {
+				t.Fatalf("%d, origin read %q bytes; want 200, %d", resp.StatusCode, resp.Header.Get("X-Body-Bytes"), len(body))
+			}
+			c.CloseIdleConnections()
+			h.wait()
+			if len(h.exchanges) != 1 || h.exchanges[0].BytesReceived != int64(len(body)) {
+				t.Fatalf("exchanges %+v; want one with %d bytes received", h.exchanges, len(body))
+			}
+		})
+	}
+}
+
 // assertNoSecrets greps every record and error for what must never be in
 // them: credentials, cookies, query strings and the inspection CA's key.
 func assertNoSecrets(t *testing.T, h *harness) {

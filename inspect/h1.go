@@ -65,6 +65,11 @@ func (s *session) serveH1(ctx context.Context) error {
 			s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
 			return err
 		}
+		// The idle timeout is for the wait between requests; a body
+		// may take as long as it takes (ctx still ends the tunnel).
+		if err := s.client.SetReadDeadline(time.Time{}); err != nil {
+			return nil
+		}
 		keep, err := s.exchangeH1(req, start, cw, ubr)
 		if err != nil || !keep {
 			return err

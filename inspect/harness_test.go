@@ -56,6 +56,9 @@ func inspectPolicy(t testing.TB) *policy.Snapshot {
 func originHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		if n, _ := io.Copy(io.Discard, r.Body); n > 0 {
+			w.Header().Set("X-Body-Bytes", strconv.FormatInt(n, 10))
+		}
 		http.SetCookie(w, &http.Cookie{Name: "session", Value: "origin-set-cookie-secret"})
 		w.Write([]byte(`{"ok":true}`))
 	})
