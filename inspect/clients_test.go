@@ -72,6 +72,32 @@ func TestCurlThroughInspectedTunnel(t *testing.T) {
 	}
 }
 
+// TestCurlExpectContinue: curl's Expect: 100-continue uploads, allowed
+// (egressd answers the 100) and refused (403 without the body).
+func TestCurlExpectContinue(t *testing.T) {
+	curl := lookTool(t, "curl")
+	h := newHarness(t, harnessOpts{})
+	data := filepath.Join(t.TempDir(), "body")
+	if err := os.WriteFile(data, []byte(strings.Repeat("y", 2<<20)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{"/v1/chat/completions", "200 "},
+		{"/v1/files", "403 path-not-allowed"},
+	} {
+		out, err := exec.Command(curl, "-sS", "--max-time", "20", "--http1.1", "--cacert", caFile(t, h), "--proxy", "http://"+h.proxy.Addr().String(),
+			"-H", "Expect: 100-continue", "--expect100-timeout", "10", "--data-binary", "@"+data, "-o", os.DevNull,
+			"-w", "%{http_code} %header{x-egressd-reason}", h.originURL(tt.path)).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != strings.TrimSpace(tt.want) {
+			t.Fatalf("POST %s: %q %v; want %q", tt.path, out, err, tt.want)
+		}
+	}
+	h.wait()
+	if len(h.exchanges) != 2 || h.exchanges[0].BytesReceived != 2<<20 || h.exchanges[1].BytesReceived != 0 {
+		t.Fatalf("exchanges %+v", h.exchanges)
+	}
+}
+
 // TestCurlUntrustedOrigin: curl fails, and never sees the origin's
 // certificate.
 func TestCurlUntrustedOrigin(t *testing.T) {

@@ -85,6 +85,12 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 	defer s.end(x, body)
 	if !x.Verdict.Allow {
 		x.Status = http.StatusForbidden
+		if req.Header.Get("Expect") != "" {
+			// The client waits for a 100 before its body: answer
+			// without reading it, and close (RFC 9110 §10.1.1).
+			writeRefusal(cw, x.Status, x.Verdict.Reason, s.a.Host, true)
+			return false, cw.Flush()
+		}
 		n, _ := io.Copy(io.Discard, io.LimitReader(body, maxDiscard+1))
 		keep := n <= maxDiscard && !req.Close
 		writeRefusal(cw, x.Status, x.Verdict.Reason, s.a.Host, !keep)
