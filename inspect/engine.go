@@ -24,7 +24,7 @@ type Config struct {
 	// means 90s.
 	IdleTimeout time.Duration
 	// MaxHeadBytes bounds an HTTP/1.1 request head; zero means 16 KiB
-	// (it is also the size of the head buffer each tunnel holds).
+	// (the size of the pooled head buffer an exchange takes).
 	MaxHeadBytes int
 	// RecordPath puts the request path (never the query) in each
 	// Exchange: --audit-http-path full. False records no path.
@@ -33,7 +33,8 @@ type Config struct {
 
 // Engine serves inspected tunnels. Safe for concurrent use.
 type Engine struct {
-	cfg Config
+	cfg   Config
+	pools pools
 }
 
 // New returns an Engine.
@@ -50,7 +51,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxHeadBytes <= 0 {
 		cfg.MaxHeadBytes = 16 << 10
 	}
-	return &Engine{cfg: cfg}, nil
+	e := &Engine{cfg: cfg}
+	e.pools.init(cfg.MaxHeadBytes)
+	return e, nil
 }
 
 // UpstreamRoots returns the system roots plus the PEM certificates of

@@ -39,43 +39,79 @@ const maxDiscard = 1 << 20
 // parsed, checked and decided, an allowed one forwarded re-framed by
 // net/http over the one upstream connection and its response copied
 // back; a refused one answered 403 in the tunnel, which stays up.
+//
+// Between requests the tunnel holds no buffer of its own (only the two
+// TLS connections): the wait for the next request is a one-byte read, and
+// the head, read and write buffers come from the engine's pools for the
+// exchange.
 func (s *session) serveH1(ctx context.Context) error {
-	br := bufio.NewReaderSize(s.client, s.e.cfg.MaxHeadBytes)
-	ubr := bufio.NewReader(s.upstream)
-	cw := bufio.NewWriter(s.client)
+	var (
+		first [1]byte
+		br    *bufio.Reader // non-nil while it holds bytes of the next request
+	)
+	defer func() {
+		if br != nil {
+			putReader(&s.e.pools.heads, br)
+		}
+	}()
 	for ctx.Err() == nil {
 		if err := s.client.SetReadDeadline(time.Now().Add(s.e.cfg.IdleTimeout)); err != nil {
 			return nil
 		}
-		head, err := peekHead(br)
-		if err != nil {
-			if errors.Is(err, io.EOF) || len(head) == 0 && isClosed(err) {
-				return nil
+		if br == nil {
+			n, err := s.client.Read(first[:])
+			if n == 0 {
+				if err == nil || errors.Is(err, io.EOF) || isClosed(err) {
+					return nil
+				}
+				return err
 			}
-			s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
-			return err
+			br = getReader(&s.e.pools.heads, io.MultiReader(bytes.NewReader(first[:n]), s.client))
 		}
-		start := time.Now()
-		if err := screenHead(head); err != nil {
-			s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
-			return err
-		}
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
-			return err
-		}
-		// The idle timeout is for the wait between requests; a body
-		// may take as long as it takes (ctx still ends the tunnel).
-		if err := s.client.SetReadDeadline(time.Time{}); err != nil {
-			return nil
-		}
-		keep, err := s.exchangeH1(req, start, cw, ubr)
+		keep, err := s.oneH1(br)
 		if err != nil || !keep {
 			return err
 		}
+		if br.Buffered() == 0 {
+			putReader(&s.e.pools.heads, br)
+			br = nil
+		}
 	}
 	return nil
+}
+
+// oneH1 reads, decides and relays one request from br.
+func (s *session) oneH1(br *bufio.Reader) (bool, error) {
+	cw := s.e.pools.getWriter(s.client)
+	defer s.e.pools.putWriter(cw)
+	head, err := peekHead(br)
+	if err != nil {
+		if errors.Is(err, io.EOF) || len(head) == 0 && isClosed(err) {
+			return false, nil
+		}
+		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
+		return false, err
+	}
+	start := time.Now()
+	if err := screenHead(head); err != nil {
+		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
+		return false, err
+	}
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
+		return false, err
+	}
+	// The idle timeout is for the wait between requests; a body may take
+	// as long as it takes (ctx still ends the tunnel).
+	if err := s.client.SetReadDeadline(time.Time{}); err != nil {
+		return false, nil
+	}
+	ubr := getReader(&s.e.pools.readers, s.upstream)
+	defer putReader(&s.e.pools.readers, ubr)
+	keep, err := s.exchangeH1(req, start, cw, ubr)
+	// Bytes the origin sent past its response belong to no request.
+	return keep && ubr.Buffered() == 0, err
 }
 
 // exchangeH1 handles one request; keep says the connection may carry
@@ -115,10 +151,13 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 			return false, err
 		}
 	}
-	uw := bufio.NewWriter(s.upstream)
-	if err := out.Write(uw); err == nil {
+	uw := s.e.pools.getWriter(s.upstream)
+	err := out.Write(uw)
+	if err == nil {
 		err = uw.Flush()
-	} else {
+	}
+	s.e.pools.putWriter(uw)
+	if err != nil {
 		return s.upstreamFailed(x, cw, err)
 	}
 	resp, err := readResponse(ubr, out)
