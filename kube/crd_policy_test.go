@@ -17,9 +17,9 @@ import (
 )
 
 // TestCRDMirrorsValidate: for the fields of contract revision 2 (spec.mode,
-// phase, ech, address rules), the real API server and policy.Validate
-// accept and reject the same specs, so a policy kubectl accepts is one
-// egressd enforces.
+// phase, ech, address rules) and 3 (inspect, http), the real API server and
+// policy.Validate (of an instance that can inspect) accept and reject the
+// same specs, so a policy kubectl accepts is one egressd enforces.
 func TestCRDMirrorsValidate(t *testing.T) {
 	env := k8stest.Shared(t)
 	ns := env.Namespace(t)
@@ -46,6 +46,14 @@ func TestCRDMirrorsValidate(t *testing.T) {
 		{"empty hosts and cidrs", `{egress: [{hosts: [], cidrs: [], ports: [443]}]}`, false, "spec.egress[0].hosts"},
 		{"second rule without hosts", `{egress: [{hosts: [a.example.com], ports: [443]}, {ports: [80]}]}`, false, "spec.egress[1].hosts"},
 		{"all new fields", `{mode: audit, egress: [{hosts: [w.example.com], ports: [443], phase: init, ech: allow}, {cidrs: [10.0.0.0/24], ports: [443], phase: init}]}`, true, ""},
+		// Revision 3: inspect and http.
+		{"inspect", `{egress: [{hosts: [api.llm.example], ports: [443], inspect: true}]}`, true, ""},
+		{"inspect false", `{egress: [{hosts: [api.llm.example], ports: [443], inspect: false}]}`, true, ""},
+		{"inspect with http", `{egress: [{hosts: [api.llm.example], ports: [443], inspect: true, http: [{methods: [POST], paths: [/v1/chat/completions]}, {methods: [GET], paths: [/v1/models, "/v1/models/*", "/files/**"]}]}]}`, true, ""},
+		{"http without inspect", `{egress: [{hosts: [api.llm.example], ports: [443], http: [{methods: [GET]}]}]}`, false, "spec.egress[0].http"},
+		{"http with inspect false", `{egress: [{hosts: [api.llm.example], ports: [443], inspect: false, http: [{methods: [GET]}]}]}`, false, "spec.egress[0].http"},
+		{"lower case method", `{egress: [{hosts: [api.llm.example], ports: [443], inspect: true, http: [{methods: [get]}]}]}`, false, "spec.egress[0].http[0].methods[0]"},
+		{"relative path", `{egress: [{hosts: [api.llm.example], ports: [443], inspect: true, http: [{paths: [v1/models]}]}]}`, false, "spec.egress[0].http[0].paths[0]"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,7 +65,7 @@ func TestCRDMirrorsValidate(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.Namespace = ns
-			valErr := policy.Validate(policy.Document{Origin: "test", Policy: p})
+			valErr := policy.ValidateWith(policy.Document{Origin: "test", Policy: p}, policy.ValidateOptions{InspectAvailable: true})
 
 			if (apiErr == nil) != tc.ok || (valErr == nil) != tc.ok {
 				t.Fatalf("want ok %v; API server: %v; Validate: %v", tc.ok, apiErr, valErr)

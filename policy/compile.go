@@ -18,6 +18,8 @@ type Snapshot struct {
 	pols  []compiledPolicy // same order as docs
 	rules []compiledRule   // by policy, then rule index: the order of precedence
 	ns    map[string]*nsIndex
+	// polByID finds a Decision's policy (for DecideRequest).
+	polByID map[string]int32
 }
 
 type compiledPolicy struct {
@@ -26,6 +28,8 @@ type compiledPolicy struct {
 	all      bool     // the selector is {}: skip matching
 	sas      []string // serviceAccountNames; empty means any
 	mode     Mode     // spec.mode; empty means the instance's mode
+	// firstRule is the number in Snapshot.rules of the policy's rule 0.
+	firstRule int32
 }
 
 type compiledRule struct {
@@ -38,6 +42,8 @@ type compiledRule struct {
 	// initOnly: phase init, matches only while the pod is not Initialized.
 	initOnly bool
 	ech      bool // ech: allow
+	inspect  bool // inspect: true
+	http     []compiledHTTP
 }
 
 // nsIndex holds the rules of one namespace: a policy selects only pods of
@@ -56,11 +62,14 @@ type nsIndex struct {
 // invalid document makes the whole compile fail (callers keep the previous
 // snapshot in force). Two documents with one namespace/name are an error
 // wrapping ErrDuplicatePolicy.
-func Compile(docs []Document) (*Snapshot, error) {
+func Compile(docs []Document) (*Snapshot, error) { return CompileWith(docs, ValidateOptions{}) }
+
+// CompileWith is Compile for an instance described by opts (ValidateWith).
+func CompileWith(docs []Document, opts ValidateOptions) (*Snapshot, error) {
 	var errs []error
 	seen := make(map[string]string, len(docs))
 	for _, d := range docs {
-		if err := Validate(d); err != nil {
+		if err := ValidateWith(d, opts); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -78,6 +87,8 @@ func Compile(docs []Document) (*Snapshot, error) {
 		docs: slices.Clone(docs),
 		pols: make([]compiledPolicy, 0, len(docs)),
 		ns:   make(map[string]*nsIndex),
+
+		polByID: make(map[string]int32, len(docs)),
 	}
 	// Precedence when several rules allow: policies by namespace/name,
 	// then rule index. Rule numbers in s.rules follow it, so the smallest
@@ -105,7 +116,10 @@ func (s *Snapshot) add(pi int32, p *EgressPolicy) error {
 		all:      sel.Empty(),
 		sas:      slices.Clone(p.Spec.ServiceAccountNames),
 		mode:     p.Spec.Mode,
+
+		firstRule: int32(len(s.rules)),
 	})
+	s.polByID[p.Namespace+"/"+p.Name] = pi
 	idx := s.ns[p.Namespace]
 	if idx == nil {
 		idx = &nsIndex{}
@@ -120,7 +134,14 @@ func (s *Snapshot) add(pi int32, p *EgressPolicy) error {
 	}
 	for ri, r := range p.Spec.Egress {
 		cr := compiledRule{pol: pi, index: ri, purpose: r.Purpose, owner: r.Owner,
-			initOnly: r.Phase == PhaseInit, ech: r.ECH == ECHAllow}
+			initOnly: r.Phase == PhaseInit, ech: r.ECH == ECHAllow, inspect: r.Inspect}
+		if r.Inspect {
+			h, err := compileHTTP(r.HTTP)
+			if err != nil {
+				return err
+			}
+			cr.http = h
+		}
 		for _, port := range r.Ports {
 			cr.ports = append(cr.ports, uint16(port))
 		}

@@ -5,9 +5,11 @@
 // Decision per request (decide.go, reason.go) and its explanation for
 // `egressd explain` (explain.go), the address guard (guard.go,
 // addrclass.go), lint findings for `egressd check` (lint.go,
-// lint_hosts.go, private_suffixes.go generated from the Public Suffix
-// List), and the never ranges (never.go) that package netpol excepts from
-// every NetworkPolicy ipBlock it emits.
+// lint_hosts.go, lint_inspect.go, private_suffixes.go generated from the
+// Public Suffix List), the never ranges (never.go) that package netpol
+// excepts from every NetworkPolicy ipBlock it emits, and the rules of
+// inspected tunnels: request paths and path patterns (path.go) and the
+// per-request decision (http.go).
 //
 // The package is pure: data in, decisions out. It does no I/O, keeps no
 // global state, logs nothing, and must not import client-go, net/http, any
@@ -72,6 +74,19 @@
 // reserved-address, self and private-address; Reason.Never marks those
 // audit mode cannot soften. Later stages never edit a Decision: Deny,
 // Because, Denied and Guard.Check/CheckAll return new ones.
+//
+// # Inspected rules
+//
+// A rule with inspect: true has its tunnels' TLS terminated by egressd
+// (package inspect) and each request inside decided by
+// Snapshot.DecideRequest against the http entries of the rule that decided
+// the tunnel: a method (case-sensitive; none listed means any) and a path
+// pattern (exact, final "/*" one more segment, final "/**" one or more;
+// none listed means any path) of one entry must both allow it; else
+// method-not-allowed when an entry allows the path, path-not-allowed when
+// none does, both softened by audit mode. A path CleanPath refuses is
+// bad-request in every mode. ValidateOptions.InspectAvailable false (every
+// caller until the proxy inspects) refuses inspect: true at load.
 //
 // # Guard
 //

@@ -43,6 +43,8 @@ func (w Warning) String() string { return w.Origin + ": " + w.Message }
 //   - a host pattern another pattern of the same rule covers;
 //   - a cidr beside hosts that opens every address of its family
 //     (0.0.0.0/0, ::/0);
+//   - an inspecting rule and a blind one that both allow a name on a port
+//     (lintInspect): the first decides whether it is inspected;
 //   - a policy that selects none of pods.
 func Lint(docs []Document, pods []*Client) []Warning {
 	var out []Warning
@@ -133,6 +135,7 @@ func (l *linter) policy(p *EgressPolicy, pods []*Client) {
 			break
 		}
 	}
+	l.lintInspect(p, rules)
 	if pods != nil && !selectsAny(p, pods) {
 		l.warn("selects none of the %d given pods", len(pods))
 	}

@@ -43,6 +43,12 @@ const (
 	ReasonAuditUnavailable Reason = "audit-unavailable" // records cannot be written and --audit-failure is closed
 )
 
+// Reasons of a request inside an inspected tunnel (DecideRequest).
+const (
+	ReasonMethodNotAllowed Reason = "method-not-allowed" // no http entry of the rule allows the method for the path
+	ReasonPathNotAllowed   Reason = "path-not-allowed"   // no http entry of the rule allows the path
+)
+
 // Never reports whether r is denied in every mode (the guard's never class
 // and unknown clients): audit mode does not soften it.
 func (r Reason) Never() bool {

@@ -54,6 +54,13 @@ type EgressRule struct {
 	// ECH "allow" accepts ClientHellos with Encrypted Client Hello (and so
 	// the front's other tenants); empty refuses them (reason ech).
 	ECH string `json:"ech,omitempty"`
+	// Inspect has egressd terminate the tunnel's TLS with a leaf of its
+	// inspection CA and decide each HTTP request inside (docs/design.md
+	// "Inspection"); false relays the tunnel blind, as always.
+	Inspect bool `json:"inspect,omitempty"`
+	// HTTP entries limit an inspected rule's requests by method and path;
+	// empty allows any. Only with Inspect.
+	HTTP []HTTPRule `json:"http,omitempty"`
 }
 
 // Values of EgressRule.Phase and EgressRule.ECH.

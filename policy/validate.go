@@ -23,8 +23,14 @@ import (
 // at least one host pattern (ParsePattern) or, for an address rule, cidrs
 // alone; phase init or empty; ech allow or empty; at least one port in 1–65535, and cidrs in masked prefix
 // form ("10.40.0.0/16", not "10.40.0.1/16"), IPv4 written as IPv4.
-func Validate(doc Document) error {
-	v := validator{origin: doc.Origin}
+func Validate(doc Document) error { return ValidateWith(doc, ValidateOptions{}) }
+
+// ValidateWith is Validate for an instance described by opts: a rule with
+// inspect: true is valid only when opts.InspectAvailable. Its http entries
+// are checked too: they need inspect: true; methods are upper case;
+// paths are clean absolute paths with an optional final "/*" or "/**".
+func ValidateWith(doc Document, opts ValidateOptions) error {
+	v := validator{origin: doc.Origin, opts: opts}
 	p := &doc.Policy
 	if p.APIVersion != "" && p.APIVersion != APIVersion {
 		v.add("apiVersion", p.APIVersion, fmt.Errorf("want %s", APIVersion))
@@ -56,6 +62,7 @@ func Validate(doc Document) error {
 
 type validator struct {
 	origin string
+	opts   ValidateOptions
 	errs   []error
 }
 
@@ -107,6 +114,7 @@ func (v *validator) rule(field string, r *EgressRule) {
 			v.add(fmt.Sprintf("%s.cidrs[%d]", field, i), c, err)
 		}
 	}
+	v.inspect(field, r)
 }
 
 // parseCIDR parses a rule's cidr: a prefix in masked form, IPv4 as IPv4

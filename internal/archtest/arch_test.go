@@ -108,6 +108,8 @@ var rules = []rule{
 		onlyModule: []string{}, mustNot: []string{clientGo}},
 	{pkg: "webhook", why: "webhook serves admission reviews; it reaches Kubernetes through its own interfaces (kube implements them) and must not import client-go, kube, proxy, resolver, dnsserver or cmd",
 		mustNot: []string{clientGo, "kube", "proxy", "resolver", "dnsserver", "cmd"}},
+	{pkg: "inspect", why: "inspect terminates the TLS of inspected tunnels over connections the proxy dialled and asks the caller for every decision; it imports no other package of this module (not policy: the caller decides) and no client-go",
+		onlyModule: []string{}, mustNot: []string{clientGo}},
 	{pkg: "certs", why: "the test CA must not import any other package of this module",
 		onlyModule: []string{}},
 	{pkg: "internal/watch", why: "watch polls files; it imports no other package of this module",

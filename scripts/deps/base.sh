@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Base tools the tests drive as real clients: curl; and ip (iproute2) for the
-# network namespaces of the injection end-to-end test (test/webhook).
-# Idempotent.
+# Base tools the tests drive as real clients: curl, python3 (urllib through
+# inspected tunnels), and ip (iproute2) for the network namespaces of the
+# injection end-to-end test (test/webhook). Idempotent.
 set -euo pipefail
 missing=()
 command -v curl >/dev/null || missing+=(curl)
+command -v python3 >/dev/null || missing+=(python3)
 command -v ip >/dev/null || missing+=(iproute2)
 if ((${#missing[@]})); then
   apt-get update -qq

@@ -1,0 +1,28 @@
+// Package inspect is egressd's TLS inspection (docs/design.md "Inspection",
+// docs/inspection.md): the inspection CA (LoadCA), one short-lived leaf
+// per host name minted on first use and cached (Leaves), and the engine
+// that terminates an inspected tunnel's TLS, opens a verified TLS
+// connection to the origin over the connection the proxy already dialled,
+// and relays HTTP/1.1 and HTTP/2 request by request, asking a callback for
+// each request's decision and handing each exchange to a record callback.
+//
+// It owns no policy and no dialling: the proxy decides the tunnel, dials
+// the guard-checked address and hands both connections over; the engine
+// never resolves or dials a name. It imports no other package of this
+// module but policy-free helpers, logs nothing and keeps no global state.
+//
+// Request flow of one inspected tunnel (Engine.Serve):
+//
+//	client TLS ClientHello → SNI must be the tunnel host, no ECH
+//	→ upstream TLS over the given connection: SNI the host, ALPN the
+//	  client's offer ∩ {h2, http/1.1}, full verification (system roots
+//	  plus --upstream-ca); a failure ends the tunnel (upstream-tls-failed)
+//	  before the client's handshake completes
+//	→ client handshake with the host's leaf, ALPN the origin's choice
+//	→ per request: strict head (HTTP/1.1), Host/:authority is the tunnel
+//	  host, Decide → 403 with X-Egressd-Reason, or forwarded; Record
+//	  (method, status, proto, bytes, redirect host; never bodies,
+//	  credentials or query strings).
+//
+// The CA key stays inside CA; no error, record or method exposes it.
+package inspect

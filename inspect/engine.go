@@ -1,0 +1,241 @@
+package inspect
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+)
+
+// Config configures an Engine. Zero values mean the defaults.
+type Config struct {
+	// Leaves mints the leaf certificates; required.
+	Leaves *Leaves
+	// Roots verify origins; nil means the system roots. UpstreamRoots
+	// builds system roots plus an --upstream-ca bundle.
+	Roots *x509.CertPool
+	// HandshakeTimeout bounds both TLS handshakes; zero means 10s.
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes a tunnel with no request for this long; zero
+	// means 90s.
+	IdleTimeout time.Duration
+	// MaxHeadBytes bounds an HTTP/1.1 request head; zero means 16 KiB
+	// (the size of the pooled head buffer an exchange takes).
+	MaxHeadBytes int
+	// RecordPath puts the request path (never the query) in each
+	// Exchange: --audit-http-path full. False records no path.
+	RecordPath bool
+}
+
+// Engine serves inspected tunnels. Safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	pools pools
+}
+
+// New returns an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Leaves == nil {
+		return nil, errors.New("inspect: Config.Leaves is required")
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 90 * time.Second
+	}
+	if cfg.MaxHeadBytes <= 0 {
+		cfg.MaxHeadBytes = 16 << 10
+	}
+	e := &Engine{cfg: cfg}
+	e.pools.init(cfg.MaxHeadBytes)
+	return e, nil
+}
+
+// UpstreamRoots returns the system roots plus the PEM certificates of
+// bundle (--upstream-ca); an empty bundle means the system roots alone.
+func UpstreamRoots(bundle []byte) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if len(bundle) > 0 && !pool.AppendCertsFromPEM(bundle) {
+		return nil, fmt.Errorf("%w: no certificate in the --upstream-ca bundle", ErrBadPEM)
+	}
+	return pool, nil
+}
+
+// Args are one inspected tunnel's connections and callbacks.
+type Args struct {
+	// Client is the client's connection after CONNECT's 200 (bytes
+	// already read from it, such as a peeked ClientHello, replayed).
+	Client net.Conn
+	// Upstream is the TCP connection to the guard-checked origin address,
+	// already dialled by the proxy.
+	Upstream net.Conn
+	// Host and Port are the tunnel's (CONNECT's) host and port.
+	Host string
+	Port int
+	// Decide decides each request; required.
+	Decide func(Request) Verdict
+	// Record receives each exchange; nil records nothing.
+	Record func(Exchange)
+}
+
+// Serve inspects one tunnel until either side ends it or ctx is done, and
+// returns the tunnel's record. It closes both connections. The error says
+// why the tunnel ended when it ended other than by a close (nil then).
+func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
+	if a.Decide == nil || a.Client == nil || a.Upstream == nil {
+		return Tunnel{}, errors.New("inspect: Serve needs Client, Upstream and Decide")
+	}
+	defer a.Client.Close()
+	defer a.Upstream.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		a.Client.Close()
+		a.Upstream.Close()
+	})
+	defer stop()
+
+	t := Tunnel{Outcome: OutcomeOK}
+	client, upstream, err := e.handshake(ctx, &a, &t)
+	if err != nil {
+		return t, err
+	}
+	t.Inspected = true
+	s := &session{e: e, a: &a, t: &t, client: client, upstream: upstream}
+	if t.ALPN == "h2" {
+		err = s.serveH2(ctx)
+	} else {
+		err = s.serveH1(ctx)
+	}
+	// An HTTP/2 handler may still be finishing after ServeConn returns:
+	// the count is read under the lock it is written under.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return t, err
+}
+
+// handshake does the upstream handshake inside the client's (once its
+// ClientHello is read: the SNI to check, the ALPN to offer), so that the
+// client is answered with the protocol the origin chose, and an origin
+// that fails verification is never presented: the client's handshake
+// fails before it completes.
+func (e *Engine) handshake(ctx context.Context, a *Args, t *Tunnel) (*tls.Conn, *tls.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.HandshakeTimeout)
+	defer cancel()
+	var (
+		upstream *tls.Conn
+		upErr    error
+	)
+	getCert := e.cfg.Leaves.GetCertificate(a.Host)
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if hello.ServerName != "" && !sameHost(hello.ServerName, a.Host) {
+				t.Outcome = OutcomeRefused
+				return nil, fmt.Errorf("%w: SNI %q in a tunnel to %q", ErrSNIMismatch, hello.ServerName, a.Host)
+			}
+			if slices.Contains(hello.Extensions, extECH) {
+				t.Outcome = OutcomeRefused
+				return nil, ErrECH
+			}
+			upstream, upErr = e.dialTLS(ctx, a, offer(hello.SupportedProtos))
+			if upErr != nil {
+				t.Outcome, t.VerifyError = OutcomeUpstreamTLSFailed, verifyClass(upErr)
+				return nil, upErr
+			}
+			st := upstream.ConnectionState()
+			if len(st.PeerCertificates) > 0 {
+				c := st.PeerCertificates[0]
+				t.Origin = OriginCert{Subject: c.Subject.String(), Issuer: c.Issuer.String(), NotAfter: c.NotAfter}
+			}
+			t.ALPN = st.NegotiatedProtocol
+			var protos []string
+			if t.ALPN != "" {
+				protos = []string{t.ALPN}
+			}
+			return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert, NextProtos: protos}, nil
+		},
+	}
+	client := tls.Server(a.Client, cfg)
+	if err := client.HandshakeContext(ctx); err != nil {
+		if upErr != nil {
+			return nil, nil, upErr
+		}
+		if t.Outcome == OutcomeOK {
+			t.Outcome = OutcomeClientTLSFailed
+		}
+		return nil, nil, fmt.Errorf("inspect: client TLS with %q: %w", a.Host, err)
+	}
+	return client, upstream, nil
+}
+
+// extECH is the encrypted_client_hello extension (RFC 9849).
+const extECH = 0xfe0d
+
+// offer returns the protocols to offer the origin: the client's offer
+// among h2 and http/1.1, in the client's order; http/1.1 when the client
+// offered neither.
+func offer(client []string) []string {
+	var out []string
+	for _, p := range client {
+		if (p == "h2" || p == "http/1.1") && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"http/1.1"}
+	}
+	return out
+}
+
+// dialTLS opens the TLS connection to the origin over a.Upstream: SNI the
+// tunnel host, full verification against Config.Roots.
+func (e *Engine) dialTLS(ctx context.Context, a *Args, protos []string) (*tls.Conn, error) {
+	c := tls.Client(a.Upstream, &tls.Config{
+		ServerName: a.Host,
+		RootCAs:    e.cfg.Roots,
+		NextProtos: protos,
+		MinVersion: tls.VersionTLS12,
+	})
+	if err := c.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUpstreamTLS, a.Host, err)
+	}
+	return c, nil
+}
+
+// verifyClass names the class of an upstream TLS failure, for the record.
+func verifyClass(err error) string {
+	var (
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		hostname x509.HostnameError
+		alert    tls.AlertError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return "unknown-authority"
+	case errors.As(err, &hostname):
+		return "hostname-mismatch"
+	case errors.As(err, &invalid):
+		if invalid.Reason == x509.Expired {
+			if invalid.Cert != nil && time.Now().Before(invalid.Cert.NotBefore) {
+				return "not-yet-valid"
+			}
+			return "expired"
+		}
+		return "invalid-certificate"
+	case errors.As(err, &alert):
+		return "alert:" + alert.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "handshake"
+}

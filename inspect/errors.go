@@ -1,0 +1,26 @@
+package inspect
+
+import "errors"
+
+// Sentinel errors, matched with errors.Is through any wrapping.
+var (
+	// ErrCAKeyMismatch: the inspection CA's key is not the key of its
+	// certificate.
+	ErrCAKeyMismatch = errors.New("inspect: the CA key does not match the CA certificate")
+	// ErrNotCA: the certificate cannot sign leaves (no CA:TRUE basic
+	// constraint, or no keyCertSign key usage).
+	ErrNotCA = errors.New("inspect: the certificate is not a CA")
+	// ErrCAExpired: the CA is outside its validity period.
+	ErrCAExpired = errors.New("inspect: the CA is not valid now")
+	// ErrBadPEM: a PEM input holds no usable block.
+	ErrBadPEM = errors.New("inspect: bad PEM")
+	// ErrNoName: a leaf was asked for without a host name (or for an IP).
+	ErrNoName = errors.New("inspect: a leaf needs a host name")
+	// ErrSNIMismatch: the client's TLS SNI is not the tunnel's host.
+	ErrSNIMismatch = errors.New("inspect: SNI differs from the tunnel host")
+	// ErrECH: the client's ClientHello carries Encrypted Client Hello.
+	ErrECH = errors.New("inspect: ClientHello with Encrypted Client Hello")
+	// ErrUpstreamTLS: the origin's TLS handshake or certificate
+	// verification failed (outcome upstream-tls-failed).
+	ErrUpstreamTLS = errors.New("inspect: upstream TLS failed")
+)

@@ -1,0 +1,339 @@
+package inspect
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// session is one inspected tunnel after both handshakes.
+type session struct {
+	e                *Engine
+	a                *Args
+	t                *Tunnel
+	client, upstream *tls.Conn
+
+	mu sync.Mutex // guards t.Requests under HTTP/2's concurrent streams
+}
+
+func (s *session) countRequest() {
+	s.mu.Lock()
+	s.t.Requests++
+	s.mu.Unlock()
+}
+
+// maxDiscard is how much of a refused request's body is read to keep the
+// connection in step; a longer body closes the connection instead.
+const maxDiscard = 1 << 20
+
+// serveH1 relays HTTP/1.1 requests one at a time: each head screened,
+// parsed, checked and decided, an allowed one forwarded re-framed by
+// net/http over the one upstream connection and its response copied
+// back; a refused one answered 403 in the tunnel, which stays up.
+//
+// Between requests the tunnel holds no buffer of its own (only the two
+// TLS connections): the wait for the next request is a one-byte read, and
+// the head, read and write buffers come from the engine's pools for the
+// exchange.
+func (s *session) serveH1(ctx context.Context) error {
+	var (
+		first [1]byte
+		br    *bufio.Reader // non-nil while it holds bytes of the next request
+	)
+	defer func() {
+		if br != nil {
+			putReader(&s.e.pools.heads, br)
+		}
+	}()
+	for ctx.Err() == nil {
+		if err := s.client.SetReadDeadline(time.Now().Add(s.e.cfg.IdleTimeout)); err != nil {
+			return nil
+		}
+		if br == nil {
+			n, err := s.client.Read(first[:])
+			if n == 0 {
+				if err == nil || errors.Is(err, io.EOF) || isClosed(err) {
+					return nil
+				}
+				return err
+			}
+			br = getReader(&s.e.pools.heads, io.MultiReader(bytes.NewReader(first[:n]), s.client))
+		}
+		keep, err := s.oneH1(br)
+		if err != nil || !keep {
+			return err
+		}
+		if br.Buffered() == 0 {
+			putReader(&s.e.pools.heads, br)
+			br = nil
+		}
+	}
+	return nil
+}
+
+// oneH1 reads, decides and relays one request from br.
+func (s *session) oneH1(br *bufio.Reader) (bool, error) {
+	cw := s.e.pools.getWriter(s.client)
+	defer s.e.pools.putWriter(cw)
+	head, err := peekHead(br)
+	if err != nil {
+		if errors.Is(err, io.EOF) || len(head) == 0 && isClosed(err) {
+			return false, nil
+		}
+		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
+		return false, err
+	}
+	start := time.Now()
+	if err := screenHead(head); err != nil {
+		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
+		return false, err
+	}
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
+		return false, err
+	}
+	// The idle timeout is for the wait between requests; a body may take
+	// as long as it takes (ctx still ends the tunnel).
+	if err := s.client.SetReadDeadline(time.Time{}); err != nil {
+		return false, nil
+	}
+	ubr := getReader(&s.e.pools.readers, s.upstream)
+	defer putReader(&s.e.pools.readers, ubr)
+	keep, err := s.exchangeH1(req, start, cw, ubr)
+	// Bytes the origin sent past its response belong to no request.
+	return keep && ubr.Buffered() == 0, err
+}
+
+// exchangeH1 handles one request; keep says the connection may carry
+// another.
+func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Writer, ubr *bufio.Reader) (bool, error) {
+	x, body := s.begin(req, start, "HTTP/1.1")
+	defer s.end(x, body)
+	if !x.Verdict.Allow {
+		x.Status = http.StatusForbidden
+		if req.Header.Get("Expect") != "" {
+			// The client waits for a 100 before its body: answer
+			// without reading it, and close (RFC 9110 §10.1.1).
+			writeRefusal(cw, x.Status, x.Verdict.Reason, s.a.Host, true)
+			return false, cw.Flush()
+		}
+		n, _ := io.Copy(io.Discard, io.LimitReader(body, maxDiscard+1))
+		keep := n <= maxDiscard && !req.Close
+		writeRefusal(cw, x.Status, x.Verdict.Reason, s.a.Host, !keep)
+		return keep, cw.Flush()
+	}
+	if req.Header.Get("Upgrade") != "" {
+		// Upgrades (WebSocket) would leave HTTP, and with it the
+		// per-request decisions: not relayed in this version.
+		x.Status, x.Error = http.StatusNotImplemented, "upgrade not relayed"
+		writeRefusal(cw, x.Status, "upgrade-not-inspected", s.a.Host, true)
+		return false, cw.Flush()
+	}
+	out := outgoing(req, s.a.Host)
+	if req.Header.Get("Expect") != "" {
+		// egressd answers 100-continue itself (it has decided); the
+		// origin gets the body without waiting.
+		out.Header.Del("Expect")
+		if _, err := cw.WriteString("HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			return false, err
+		}
+		if err := cw.Flush(); err != nil {
+			return false, err
+		}
+	}
+	uw := s.e.pools.getWriter(s.upstream)
+	err := out.Write(uw)
+	if err == nil {
+		err = uw.Flush()
+	}
+	s.e.pools.putWriter(uw)
+	if err != nil {
+		return s.upstreamFailed(x, cw, err)
+	}
+	resp, err := readResponse(ubr, out)
+	if err != nil {
+		return s.upstreamFailed(x, cw, err)
+	}
+	defer resp.Body.Close()
+	x.Status = resp.StatusCode
+	if resp.StatusCode/100 == 3 {
+		x.RedirectHost = redirectHost(resp.Header.Get("Location"), s.a.Host)
+	}
+	removeHopByHop(resp.Header)
+	rb := &countReader{r: resp.Body}
+	resp.Body = rb
+	resp.Close = resp.Close || req.Close
+	err = resp.Write(cw)
+	if err == nil {
+		err = cw.Flush()
+	}
+	x.BytesSent = rb.n.Load()
+	if err != nil {
+		x.Error = err.Error()
+		return false, err
+	}
+	return !resp.Close, nil
+}
+
+// readResponse reads the origin's response, passing interim 1xx ones
+// (103 Early Hints) by: only the final response is relayed.
+func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		resp.Body.Close()
+	}
+}
+
+func (s *session) upstreamFailed(x *Exchange, cw *bufio.Writer, err error) (bool, error) {
+	x.Status, x.Error = http.StatusBadGateway, err.Error()
+	writeRefusal(cw, x.Status, "upstream-error", s.a.Host, true)
+	cw.Flush()
+	return false, fmt.Errorf("inspect: upstream %s: %w", s.a.Host, err)
+}
+
+// refuse answers a request egressd could not read and records it.
+func (s *session) refuse(cw *bufio.Writer, status int, reason, proto string, err error) {
+	s.countRequest()
+	writeRefusal(cw, status, reason, s.a.Host, true)
+	cw.Flush()
+	s.record(Exchange{Start: time.Now(), Proto: proto, Status: status,
+		Verdict: Verdict{Reason: reason}, Error: err.Error()})
+}
+
+// begin counts, checks and decides one request: the Exchange to fill
+// and the request's body, counted. end records it.
+func (s *session) begin(req *http.Request, start time.Time, proto string) (*Exchange, *countReader) {
+	s.countRequest()
+	r := s.request(req, proto)
+	x := &Exchange{Start: start, Method: req.Method, Proto: proto}
+	if s.e.cfg.RecordPath {
+		x.Path = recordPath(r.Target)
+	}
+	body := &countReader{r: req.Body}
+	req.Body = body
+	x.Verdict = s.a.Decide(r)
+	return x, body
+}
+
+func (s *session) end(x *Exchange, body *countReader) {
+	x.Duration = time.Since(x.Start)
+	x.BytesReceived = body.n.Load()
+	s.record(*x)
+}
+
+func (s *session) record(x Exchange) {
+	if s.a.Record != nil {
+		s.a.Record(x)
+	}
+}
+
+// request builds the Request Decide sees: target in origin form, every
+// Host field and the authority checked against the tunnel's host.
+func (s *session) request(req *http.Request, proto string) Request {
+	r := Request{Method: req.Method, Target: originTarget(req.RequestURI), Authority: req.Host, Proto: proto}
+	r.HostMismatch = !authorityMatches(req.Host, s.a.Host, s.a.Port)
+	for _, h := range req.Header.Values("Host") {
+		if !authorityMatches(h, s.a.Host, s.a.Port) {
+			r.HostMismatch = true
+		}
+	}
+	return r
+}
+
+// originTarget cuts an absolute-form target ("https://h/p?q") to its
+// origin form ("/p?q"); others are returned as they are.
+func originTarget(target string) string {
+	if strings.HasPrefix(target, "/") {
+		return target
+	}
+	i := strings.Index(target, "://")
+	if i < 0 {
+		return target
+	}
+	rest := target[i+3:]
+	j := strings.IndexAny(rest, "/?")
+	switch {
+	case j < 0:
+		return "/"
+	case rest[j] == '?':
+		return "/" + rest[j:]
+	}
+	return rest[j:]
+}
+
+// peekHead waits for a complete request head in br and returns it, not
+// consumed: the bytes up to and including the empty line. A head longer
+// than br's buffer is an error.
+func peekHead(br *bufio.Reader) ([]byte, error) {
+	if _, err := br.Peek(1); err != nil {
+		return nil, err
+	}
+	for {
+		b, _ := br.Peek(br.Buffered())
+		if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
+			return b[:i+4], nil
+		}
+		if len(b) >= br.Size() {
+			return b, fmt.Errorf("%w: head over %d bytes", errBadHead, br.Size())
+		}
+		if _, err := br.Peek(len(b) + 1); err != nil {
+			if errors.Is(err, io.EOF) {
+				return b, fmt.Errorf("%w: connection closed inside a head", errBadHead)
+			}
+			return b, err
+		}
+	}
+}
+
+func isClosed(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "use of closed")
+}
+
+// writeRefusal writes egressd's own response inside the tunnel.
+func writeRefusal(w io.Writer, status int, reason, host string, close bool) {
+	body := fmt.Sprintf("egressd: %s for %s inside an inspected tunnel: %s\n", http.StatusText(status), host, reason)
+	c := ""
+	if close {
+		c = "Connection: close\r\n"
+	}
+	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nX-Egressd-Reason: %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n%s\r\n%s",
+		status, http.StatusText(status), reason, len(body), c, body)
+}
+
+// countReader counts the bytes read through it. The count is atomic: an
+// HTTP/2 request body is read by the transport's own goroutine, which may
+// still be at it when the exchange is recorded.
+type countReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countReader) Close() error {
+	if rc, ok := c.r.(io.Closer); ok {
+		return rc.Close()
+	}
+	return nil
+}

@@ -1,0 +1,209 @@
+package inspect
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestLeafShape(t *testing.T) {
+	ca := newTestCA(t, "ca", nil)
+	now := time.Now().Truncate(time.Second) // certificates hold whole seconds
+	leaves, err := NewLeaves(ca.load(t), LeafConfig{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := leaves.Get("api.llm.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := c.Leaf
+	if len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != "api.llm.example" || len(leaf.IPAddresses) != 0 || len(leaf.URIs) != 0 || len(leaf.EmailAddresses) != 0 {
+		t.Fatalf("SANs %v %v", leaf.DNSNames, leaf.IPAddresses)
+	}
+	pub, ok := leaf.PublicKey.(*ecdsa.PublicKey)
+	if !ok || pub.Curve != elliptic.P256() {
+		t.Fatalf("key %T; want ECDSA P-256", leaf.PublicKey)
+	}
+	if _, ok := c.PrivateKey.(*ecdsa.PrivateKey); !ok {
+		t.Fatalf("private key %T", c.PrivateKey)
+	}
+	if !leaf.NotBefore.Equal(now.Add(-5*time.Minute)) || !leaf.NotAfter.Equal(now.Add(24*time.Hour)) {
+		t.Fatalf("validity %s – %s", leaf.NotBefore, leaf.NotAfter)
+	}
+	if leaf.IsCA || len(c.Certificate) != 2 {
+		t.Fatalf("IsCA %v, chain of %d", leaf.IsCA, len(c.Certificate))
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "api.llm.example", Roots: ca.pool(), CurrentTime: now}); err != nil {
+		t.Fatalf("the leaf does not verify against the CA: %v", err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "other.llm.example", Roots: ca.pool(), CurrentTime: now}); err == nil {
+		t.Fatal("the leaf verifies for another name")
+	}
+}
+
+func TestLeafNotPastCA(t *testing.T) {
+	ca := newTestCA(t, "short", func(c *x509.Certificate) { c.NotAfter = time.Now().Add(time.Hour) })
+	leaves, err := NewLeaves(ca.load(t), LeafConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := leaves.Get("a.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Leaf.NotAfter.After(ca.cert.NotAfter) {
+		t.Fatalf("leaf NotAfter %s after the CA's %s", c.Leaf.NotAfter, ca.cert.NotAfter)
+	}
+}
+
+func TestLeafRefusesNoName(t *testing.T) {
+	leaves, err := NewLeaves(newTestCA(t, "ca", nil).load(t), LeafConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"", "10.0.0.1", "2001:db8::1"} {
+		if _, err := leaves.Get(n); !errors.Is(err, ErrNoName) {
+			t.Errorf("Get(%q) = %v; want ErrNoName", n, err)
+		}
+	}
+}
+
+// TestLeafMintedOnce: many concurrent first uses of one name mint one leaf
+// and all get it.
+func TestLeafMintedOnce(t *testing.T) {
+	leaves, err := NewLeaves(newTestCA(t, "ca", nil).load(t), LeafConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		got   [n]*tls.Certificate
+		fails atomic.Int32
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			c, err := leaves.Get("same.example")
+			if err != nil {
+				fails.Add(1)
+			}
+			got[i] = c
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if fails.Load() != 0 || leaves.Minted() != 1 {
+		t.Fatalf("%d failures, %d leaves minted; want 0 and 1", fails.Load(), leaves.Minted())
+	}
+	for i := range got {
+		if got[i] != got[0] {
+			t.Fatalf("caller %d got another leaf", i)
+		}
+	}
+}
+
+func TestLeafRenewBeforeExpiry(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	t0 := time.Now()
+	now.Store(&t0)
+	clock := func() time.Time { return *now.Load() }
+	leaves, err := NewLeaves(newTestCA(t, "ca", nil).load(t), LeafConfig{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := leaves.Get("r.example")
+	t1 := t0.Add(15 * time.Hour) // 9h left: more than RenewBefore (8h)
+	now.Store(&t1)
+	if c, _ := leaves.Get("r.example"); c != first || leaves.Minted() != 1 {
+		t.Fatalf("renewed with 9h left (minted %d)", leaves.Minted())
+	}
+	t2 := t0.Add(17 * time.Hour) // 7h left
+	now.Store(&t2)
+	second, err := leaves.Get("r.example")
+	if err != nil || second == first || leaves.Minted() != 2 {
+		t.Fatalf("not renewed with 7h left: %v, minted %d", err, leaves.Minted())
+	}
+	if !second.Leaf.NotAfter.Equal(t2.Add(24 * time.Hour).Truncate(time.Second)) {
+		t.Fatalf("renewed leaf NotAfter %s", second.Leaf.NotAfter)
+	}
+}
+
+func TestLeafCacheEvicts(t *testing.T) {
+	leaves, err := NewLeaves(newTestCA(t, "ca", nil).load(t), LeafConfig{CacheSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a.example", "b.example", "c.example", "a.example"} {
+		if _, err := leaves.Get(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if leaves.Minted() != 4 {
+		t.Fatalf("minted %d; want 4 (a evicted by c)", leaves.Minted())
+	}
+}
+
+// TestLeafHitNoAlloc: a cache hit through the TLS callback allocates
+// nothing (the handshake's own allocations aside).
+func TestLeafHitNoAlloc(t *testing.T) {
+	leaves, err := NewLeaves(newTestCA(t, "ca", nil).load(t), LeafConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := leaves.GetCertificate("hit.example")
+	hello := &tls.ClientHelloInfo{ServerName: "hit.example"}
+	if _, err := get(hello); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, err := get(hello); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("a leaf cache hit allocates %v times; want 0", n)
+	}
+}
+
+func BenchmarkLeafHit(b *testing.B) {
+	leaves, err := NewLeaves(newTestCA(b, "ca", nil).load(b), LeafConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	get := leaves.GetCertificate("hit.example")
+	hello := &tls.ClientHelloInfo{ServerName: "hit.example"}
+	if _, err := get(hello); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := get(hello); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkLeafMint(b *testing.B) {
+	leaves, err := NewLeaves(newTestCA(b, "ca", nil).load(b), LeafConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := leaves.mint("mint.example"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

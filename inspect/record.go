@@ -1,0 +1,118 @@
+package inspect
+
+import (
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Request is what the engine asks Decide about, for one HTTP request.
+type Request struct {
+	Method string
+	// Target is the request target as sent, in origin form ("/v1/x?q");
+	// an absolute-form target is cut to its path and query. For
+	// policy.Snapshot.DecideRequest.
+	Target string
+	// Authority is the Host field (HTTP/1.1) or :authority (HTTP/2).
+	Authority string
+	// HostMismatch: Authority (or another Host field) does not name the
+	// tunnel's host and port. Decide answers host-mismatch for it (by
+	// policy.Decision.Deny, so that audit mode softens it as on the
+	// plain-HTTP path).
+	HostMismatch bool
+	Proto        string // "HTTP/1.1" or "HTTP/2.0"
+}
+
+// Verdict is Decide's answer: Allow, or a refusal with its reason (sent as
+// X-Egressd-Reason with a 403). Reason is recorded either way; Decision is
+// opaque to the engine and handed back in the Exchange (the caller's
+// policy.Decision, for its record).
+type Verdict struct {
+	Allow    bool
+	Reason   string
+	Decision any
+}
+
+// Exchange is the record of one HTTP exchange inside an inspected tunnel
+// (a record of kind inspected). It never holds bodies, header values,
+// credentials or query strings.
+type Exchange struct {
+	Start    time.Time
+	Duration time.Duration
+	Method   string
+	// Path is the request's path without the query, only when
+	// Config.RecordPath (--audit-http-path full); else "".
+	Path  string
+	Proto string
+	// Status is the origin's status, or egressd's own (403 refused, 400
+	// malformed, 502 upstream failure).
+	Status int
+	// RedirectHost is, for a 3xx with Location, the host the client is
+	// sent to (lower case, no port, no userinfo); the tunnel's own host
+	// when Location is relative.
+	RedirectHost string
+	// BytesReceived and BytesSent count body bytes from the client and
+	// to the client.
+	BytesReceived, BytesSent int64
+	Verdict                  Verdict
+	// Error says what failed upstream or on the client's side; "" if
+	// nothing did.
+	Error string
+}
+
+// OriginCert is the origin certificate's identity, for tls.origin_cert.
+type OriginCert struct {
+	Subject  string
+	Issuer   string
+	NotAfter time.Time
+}
+
+// Outcomes of an inspected tunnel (Tunnel.Outcome).
+const (
+	OutcomeOK                = "ok"
+	OutcomeUpstreamTLSFailed = "upstream-tls-failed"
+	OutcomeClientTLSFailed   = "client-tls-failed" // the client's handshake with the leaf failed
+	OutcomeRefused           = "refused"           // SNI mismatch or ECH
+)
+
+// Tunnel is the record of one inspected tunnel, for the tunnel's own
+// record (tls.inspected, tls.origin_cert, requests).
+type Tunnel struct {
+	Inspected bool
+	ALPN      string // the protocol both sides speak: "h2", "http/1.1" or ""
+	Origin    OriginCert
+	Requests  int64
+	Outcome   string
+	// VerifyError is the class of the origin's verification failure
+	// (upstream-tls-failed): unknown-authority, expired, not-yet-valid,
+	// hostname-mismatch, alert:<name>, handshake.
+	VerifyError string
+}
+
+// redirectHost returns the host a Location value sends the client to,
+// resolved against the tunnel's host: lower case, no port, no userinfo.
+// An unparsable Location yields "".
+func redirectHost(location, host string) string {
+	if location == "" {
+		return ""
+	}
+	u, err := url.Parse(location)
+	if err != nil {
+		return ""
+	}
+	if u.Host == "" {
+		if u.Scheme != "" {
+			return "" // "mailto:", "data:": no host
+		}
+		return host
+	}
+	return strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+}
+
+// recordPath returns the path of target for the record: the query cut.
+func recordPath(target string) string {
+	if i := strings.IndexByte(target, '?'); i >= 0 {
+		return target[:i]
+	}
+	return target
+}
