@@ -143,6 +143,7 @@ var lean = []struct{ path, why string }{
 
 // rbacWhy: kube/rbac, inside the module, is checked with the module rules.
 const rbacWhy = "the binary never reads its own Role; kube/rbac links the rbac/v1 API types"
+
 // certsUsers are the serving packages that may link certs: the admission
 // webhook makes its own serving certificate when no cert-manager does
 // (docs/design.md, "Injection"), and cmd wires it. The proxy, resolver and
