@@ -312,7 +312,7 @@ func TestNetworkPoliciesWebhookPort(t *testing.T) {
 		want int
 	}{{"no webhook", 0, 2}, {"webhook", 9443, 3}} {
 		t.Run(tc.name, func(t *testing.T) {
-			nps := NetworkPolicies(NetpolOptions{Namespace: "ns", WebhookPort: tc.port})
+			nps := NetworkPolicies(Options{Namespace: "ns", WebhookPort: tc.port})
 			in := nps[1].Spec.Ingress
 			if len(in) != tc.want {
 				t.Fatalf("%d ingress rules, want %d", len(in), tc.want)
