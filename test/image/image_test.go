@@ -140,25 +140,36 @@ func readArchive(t *testing.T, path string) map[string][]byte {
 	}
 	defer f.Close()
 	files := map[string][]byte{}
-	tr := tar.NewReader(f)
+	eachEntry(t, path, f, func(name string, h *tar.Header, data func() []byte) {
+		if h.Typeflag == tar.TypeReg {
+			files[name] = data()
+		}
+	})
+	return files
+}
+
+// eachEntry calls fn with every entry of the tar stream r (what names it
+// in errors), its name without "./" and a trailing "/", and a reader of
+// its content.
+func eachEntry(t *testing.T, what string, r io.Reader, fn func(name string, h *tar.Header, data func() []byte)) {
+	t.Helper()
+	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			t.Fatalf("%s: %v", what, err)
 		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[strings.TrimPrefix(h.Name, "./")] = data
+		fn(strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/"), h, func() []byte {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", what, h.Name, err)
+			}
+			return data
+		})
 	}
-	return files
 }
 
 func blob(t *testing.T, files map[string][]byte, digest string) []byte {
@@ -204,23 +215,12 @@ func checkContents(t *testing.T, b *built) {
 			}
 			r = zr
 		}
-		tr := tar.NewReader(r)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("layer %s: %v", l.Digest, err)
-			}
-			name := strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")
+		eachEntry(t, "layer "+l.Digest, r, func(name string, h *tar.Header, data func() []byte) {
 			got[name] = h
 			if h.Typeflag == tar.TypeReg && name != "egressd" {
-				if content[name], err = io.ReadAll(tr); err != nil {
-					t.Fatal(err)
-				}
+				content[name] = data()
 			}
-		}
+		})
 	}
 	want := map[string]byte{
 		"etc": tar.TypeDir, "etc/ssl": tar.TypeDir, "etc/ssl/certs": tar.TypeDir,
