@@ -7,7 +7,8 @@
 // audit records), reaches the injection webhook's certificate Secret and
 // MutatingWebhookConfiguration with plain REST calls (webhookcert.go: the
 // webhook package's SecretStore and CABundlePatcher, wired in cmd), and
-// declares the RBAC rules egressd needs (RoleRules, WebhookRoleRules). It
+// declares the RBAC rules egressd needs (RoleRules; the webhook's in
+// kube/rbac). It
 // embeds the EgressPolicy CRD (crd.yaml, a byte-identical copy of
 // charts/egressd/crds/egresspolicies.yaml).
 //
