@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
@@ -22,7 +21,9 @@ import (
 // (get, create, update) and one MutatingWebhookConfiguration (get,
 // patch). No typed clientset, so nothing here pulls in the API groups'
 // registrations (issue 17, the lean binary); the methods are those of
-// webhook.SecretStore and webhook.CABundlePatcher, which cmd wires.
+// webhook.SecretStore and webhook.CABundlePatcher, which cmd wires. Their
+// RBAC rules are kube/rbac's WebhookRoleRules and WebhookClusterRoleRules
+// (outside the binary).
 
 // WebhookSecret is one Secret of a namespace.
 type WebhookSecret struct {
@@ -54,24 +55,6 @@ func NewWebhookClients(cfg *rest.Config, namespace, secret, webhookConfig string
 	}
 	api := &restAPI{c: c, host: host}
 	return &WebhookSecret{api: api, namespace: namespace, name: secret}, &WebhookConfig{api: api, name: webhookConfig}, nil
-}
-
-// WebhookRoleRules are the namespaced rules the certificate needs: get and
-// update of its own Secret only, and create (which RBAC cannot narrow to a
-// name: the API server checks create before the object has one).
-func WebhookRoleRules(secret string) []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secret}, Verbs: []string{"get", "update"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-	}
-}
-
-// WebhookClusterRoleRules: get and patch of its own webhook configuration.
-func WebhookClusterRoleRules(webhookConfig string) []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{{
-		APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
-		ResourceNames: []string{webhookConfig}, Verbs: []string{"get", "patch"},
-	}}
 }
 
 // do sends one request; out, when not nil, receives a 2xx JSON body. It

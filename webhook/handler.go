@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egressd/egressd/inject"
 )
@@ -19,7 +17,7 @@ import (
 // Path is where the webhook is served (docs/design.md).
 const Path = "/inject"
 
-var podResource = metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
+var podResource = groupVersionResource{Version: "v1", Resource: "pods"}
 
 // ServeHTTP answers one AdmissionReview.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +43,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, result := s.review(review.Request)
 	s.m.requests.WithLabelValues(result).Inc()
-	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	out := admissionReview{APIVersion: review.APIVersion, Kind: review.Kind, Response: resp}
 	body, err := json.Marshal(&out)
 	if err != nil { // cannot happen for these types; answer rather than panic
 		s.bad(w, r, http.StatusInternalServerError, err)
@@ -56,8 +54,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeReview reads an AdmissionReview v1 with a request and its uid.
-func decodeReview(body io.Reader) (*admissionv1.AdmissionReview, error) {
-	var review admissionv1.AdmissionReview
+func decodeReview(body io.Reader) (*admissionReview, error) {
+	var review admissionReview
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(&review); err != nil {
 		return nil, fmt.Errorf("decode AdmissionReview: %w", err)
@@ -66,7 +64,7 @@ func decodeReview(body io.Reader) (*admissionv1.AdmissionReview, error) {
 		return nil, errors.New("trailing data after the AdmissionReview")
 	}
 	switch {
-	case review.APIVersion != admissionv1.SchemeGroupVersion.String() || review.Kind != "AdmissionReview":
+	case review.APIVersion != reviewAPIVersion || review.Kind != reviewKind:
 		return nil, fmt.Errorf("apiVersion %q kind %q, want admission.k8s.io/v1 AdmissionReview", review.APIVersion, review.Kind)
 	case review.Request == nil:
 		return nil, errors.New("AdmissionReview without a request")
@@ -78,36 +76,36 @@ func decodeReview(body io.Reader) (*admissionv1.AdmissionReview, error) {
 
 // review decides one request: always allowed, with a patch when the pod is
 // injected, and the result label.
-func (s *Server) review(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string) {
-	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
-	if req.Resource != podResource || req.SubResource != "" || req.Operation != admissionv1.Create {
+func (s *Server) review(req *admissionRequest) (*admissionResponse, string) {
+	resp := &admissionResponse{UID: req.UID, Allowed: true}
+	if req.Resource != podResource || req.SubResource != "" || req.Operation != opCreate {
 		return resp, resultIgnored
 	}
 	if req.Namespace != s.cfg.Namespace {
 		return resp, resultOtherNamespace
 	}
 	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		s.log.Error("webhook: pod not decoded; admitted without injection", "uid", string(req.UID), "error", err.Error())
+	if err := json.Unmarshal(req.Object, &pod); err != nil {
+		s.log.Error("webhook: pod not decoded; admitted without injection", "uid", req.UID, "error", err.Error())
 		return resp, resultError
 	}
 	res, err := inject.Mutate(&pod, req.Namespace, s.cfg.Inject)
 	switch {
 	case err != nil:
-		s.log.Error("webhook: mutation failed; admitted without injection", "uid", string(req.UID), "error", err.Error())
+		s.log.Error("webhook: mutation failed; admitted without injection", "uid", req.UID, "error", err.Error())
 		return resp, resultError
 	case res.Skipped != "":
 		return resp, res.Skipped
 	case res.Patch == nil:
 		return resp, resultUnchanged
 	}
-	pt := admissionv1.PatchTypeJSONPatch
+	pt := patchTypeJSON
 	resp.Patch, resp.PatchType = res.Patch, &pt
-	s.log.Debug("webhook: pod injected", "namespace", req.Namespace, "name", podName(&pod, req), "uid", string(req.UID))
+	s.log.Debug("webhook: pod injected", "namespace", req.Namespace, "name", podName(&pod, req), "uid", req.UID)
 	return resp, resultInjected
 }
 
-func podName(p *corev1.Pod, req *admissionv1.AdmissionRequest) string {
+func podName(p *corev1.Pod, req *admissionRequest) string {
 	switch {
 	case req.Name != "":
 		return req.Name

@@ -106,3 +106,26 @@ func TestRunWebhookFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestNetpolWebhookPort: `egressd netpol --webhook-port` opens the
+// webhook's port to any source, as the chart does with inject.enabled.
+func TestNetpolWebhookPort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		has  bool
+	}{
+		{"no webhook", nil, 0, false},
+		{"webhook", []string{"--webhook-port", "9443"}, 0, true},
+		{"out of range", []string{"--webhook-port", "70000"}, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb testutil.SyncBuffer
+			code := dispatch(context.Background(), append([]string{"netpol", "--namespace", "ns"}, tc.args...), &out, &errb)
+			if has := strings.Contains(out.String(), "port: 9443"); code != tc.code || has != tc.has {
+				t.Fatalf("exit %d (want %d), port 9443 in output %v (want %v)\n%s%s", code, tc.code, has, tc.has, out.String(), errb.String())
+			}
+		})
+	}
+}

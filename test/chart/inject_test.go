@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egressd/egressd/inject"
-	"github.com/egressd/egressd/kube"
+	"github.com/egressd/egressd/kube/rbac"
 )
 
 func selfManagedValues(t testing.TB) string {
@@ -128,12 +128,12 @@ func TestInjectionWebhook(t *testing.T) {
 			}
 			// Least privilege, the same rules kube declares.
 			role := fromUnstructured[rbacv1.Role](t, find(t, objs, "Role", "egressd-webhook"))
-			if !reflect.DeepEqual(role.Rules, kube.WebhookRoleRules("egressd-webhook-tls")) {
-				t.Errorf("Role rules %+v, want kube.WebhookRoleRules", role.Rules)
+			if !reflect.DeepEqual(role.Rules, rbac.WebhookRoleRules("egressd-webhook-tls")) {
+				t.Errorf("Role rules %+v, want rbac.WebhookRoleRules", role.Rules)
 			}
 			cr := fromUnstructured[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "egressd-llm-prod-webhook"))
-			if !reflect.DeepEqual(cr.Rules, kube.WebhookClusterRoleRules("egressd-llm-prod")) {
-				t.Errorf("ClusterRole rules %+v, want kube.WebhookClusterRoleRules", cr.Rules)
+			if !reflect.DeepEqual(cr.Rules, rbac.WebhookClusterRoleRules("egressd-llm-prod")) {
+				t.Errorf("ClusterRole rules %+v, want rbac.WebhookClusterRoleRules", cr.Rules)
 			}
 			crb := fromUnstructured[rbacv1.ClusterRoleBinding](t, find(t, objs, "ClusterRoleBinding", "egressd-llm-prod-webhook"))
 			if crb.RoleRef.Name != cr.Name || len(crb.Subjects) != 1 || crb.Subjects[0].Name != "egressd" || crb.Subjects[0].Namespace != ns {

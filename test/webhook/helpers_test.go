@@ -17,6 +17,7 @@ import (
 	"github.com/egressd/egressd/inject"
 	"github.com/egressd/egressd/internal/k8stest"
 	"github.com/egressd/egressd/kube"
+	"github.com/egressd/egressd/kube/rbac"
 	"github.com/egressd/egressd/webhook"
 )
 
@@ -70,8 +71,8 @@ func webhookConfig(name, ns, url string, bundle []byte) *admissionregv1.Mutating
 }
 
 // serviceAccount returns a config for a ServiceAccount of ns bound to
-// exactly the webhook certificate's rules (kube.WebhookRoleRules and
-// kube.WebhookClusterRoleRules).
+// exactly the webhook certificate's rules (rbac.WebhookRoleRules and
+// rbac.WebhookClusterRoleRules).
 func serviceAccount(t *testing.T, env *k8stest.Env, ns, config string) *rest.Config {
 	t.Helper()
 	ctx := context.Background()
@@ -85,13 +86,13 @@ func serviceAccount(t *testing.T, env *k8stest.Env, ns, config string) *rest.Con
 	}
 	_, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	must(err)
-	_, err = c.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: kube.WebhookRoleRules(secretName)}, metav1.CreateOptions{})
+	_, err = c.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rbac.WebhookRoleRules(secretName)}, metav1.CreateOptions{})
 	must(err)
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}
 	_, err = c.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subjects}, metav1.CreateOptions{})
 	must(err)
-	_, err = c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: config}, Rules: kube.WebhookClusterRoleRules(config)}, metav1.CreateOptions{})
+	_, err = c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: config}, Rules: rbac.WebhookClusterRoleRules(config)}, metav1.CreateOptions{})
 	must(err)
 	_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: config},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: config}, Subjects: subjects}, metav1.CreateOptions{})
