@@ -262,3 +262,31 @@ func (in *instance) download(w *world) error {
 	}
 	return nil
 }
+
+// TestLameduckSecondSignal: a second SIGTERM during a long lameduck skips
+// the rest of it; egressd drains and exits at once.
+func TestLameduckSecondSignal(t *testing.T) {
+	w := startWorld(t)
+	in := startEgressd(t, w, "--lameduck", "60s", "--drain-timeout", "1s")
+	start := time.Now()
+	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	in.untilUnready(t) // the first signal has been taken
+	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-in.exited:
+		if err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+		in.exited <- nil // for Cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("egressd still in its 60s lameduck 20s after the second SIGTERM")
+	}
+	if !strings.Contains(in.logText(), "lameduck cut short by a second signal") {
+		t.Errorf("the log does not say the lameduck was cut short:\n%s", in.logText())
+	}
+	t.Logf("exit %v after the first SIGTERM", time.Since(start).Round(time.Millisecond))
+}
