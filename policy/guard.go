@@ -180,18 +180,15 @@ type AddrCheck struct {
 // Explain returns the guard's answer for each address, and the decision
 // CheckAll makes of them all.
 func (g *Guard) Explain(d Decision, addrs []netip.Addr, port uint16) ([]AddrCheck, Decision) {
+	final, _ := g.CheckAll(d, addrs, port)
+	if !d.Allowed() {
+		return Classes(addrs), final
+	}
 	out := make([]AddrCheck, 0, len(addrs))
 	for _, a := range addrs {
 		ap := netip.AddrPortFrom(plain(a), port)
-		class, classReason := Classify(ap.Addr())
+		class, _ := Classify(ap.Addr())
 		ac := AddrCheck{Addr: ap.Addr(), Class: class}
-		if !d.Allowed() {
-			if class != ClassPublic {
-				ac.Reason = classReason
-			}
-			out = append(out, ac)
-			continue
-		}
 		ok, reason := g.Permit(d, ap)
 		ac.Permitted = g.Check(d, ap).Allowed()
 		if !ok {
@@ -199,8 +196,24 @@ func (g *Guard) Explain(d Decision, addrs []netip.Addr, port uint16) ([]AddrChec
 		}
 		out = append(out, ac)
 	}
-	final, _ := g.CheckAll(d, addrs, port)
 	return out, final
+}
+
+// Classes returns each address's class (unzoned, IPv4-mapped as plain
+// IPv4), with its reason when it is not public: what is shown of addresses
+// nothing is dialled for (a denied request's, a DNS answer's).
+func Classes(addrs []netip.Addr) []AddrCheck {
+	out := make([]AddrCheck, 0, len(addrs))
+	for _, a := range addrs {
+		a = plain(a)
+		class, reason := Classify(a)
+		ac := AddrCheck{Addr: a, Class: class}
+		if class != ClassPublic {
+			ac.Reason = reason
+		}
+		out = append(out, ac)
+	}
+	return out
 }
 
 // MarshalText writes the class name, so that JSON shows "private".

@@ -114,7 +114,7 @@ func (s *httpServer) serve() error {
 			release()
 			return ErrClosed
 		}
-		s.p.conns.Go(hc.serve)
+		go hc.serve()
 	}
 }
 

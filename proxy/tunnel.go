@@ -157,12 +157,12 @@ func (t *tunnel) start(pre []byte, hello *sniff.ClientHello, check string, inlin
 	t.active = true
 	t.p.mc.tunnels.Get(t.ex.rec.Kind).Inc()
 	t.pending.Store(2)
-	t.p.relays.Go(func() { t.runDirection(t.serverSide) })
+	go t.runDirection(t.serverSide)
 	if inline {
 		t.runDirection(func() { t.clientSide(pre, hello, check) })
 		return
 	}
-	t.p.relays.Go(func() { t.runDirection(func() { t.clientSide(pre, hello, check) }) })
+	go t.runDirection(func() { t.clientSide(pre, hello, check) })
 }
 
 // runDirection runs one direction (or, with an empty f, stands for one

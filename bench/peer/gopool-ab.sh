@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whole-path A/B of internal/gopool against plain `go` on the peer bench's
-# load (PEER_BENCH, default ../shared/peer-bench beside the checkout): the
+# load (PEER_BENCH: the peer benchmark's directory, as for run.sh): the
 # same egressd built twice, with the pool and with the build tag
 # egressd_plaingo (every gopool.Go a plain `go f()`), run alternately, one
 # harness round each, ROUNDS times (pool, plain, pool, plain, ...). The
@@ -10,7 +10,7 @@
 # Usage: bench/peer/gopool-ab.sh [ROUNDS=3] [QUICK=1 as for the harness]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-peer=${PEER_BENCH:-$repo/../shared/peer-bench}
+peer=${PEER_BENCH:?set PEER_BENCH to the peer benchmark directory}
 work=${BENCH_WORK:-${TMPDIR:-/tmp}/peer-bench}
 rounds=${ROUNDS:-3}
 command -v dnsmasq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base; }

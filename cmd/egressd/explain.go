@@ -369,14 +369,7 @@ func (r *explainReport) route(ctx context.Context, o *explainOptions, pipe *admi
 			r.Addresses, _ = g.Explain(r.final, addrs, uint16(o.port))
 			return
 		}
-		for _, a := range addrs {
-			class, reason := policy.Classify(a)
-			ac := policy.AddrCheck{Addr: a, Class: class}
-			if class != policy.ClassPublic {
-				ac.Reason = reason
-			}
-			r.Addresses = append(r.Addresses, ac)
-		}
+		r.Addresses = policy.Classes(addrs)
 		return
 	}
 	rt := pipe.Route(ctx, r.final, host, o.port)

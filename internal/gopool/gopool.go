@@ -2,8 +2,10 @@
 // them. A fresh goroutine starts with a small stack and grows it (a copy
 // per doubling) through the calls of a network request; a parked one keeps
 // what it grew, and handing it work costs a channel send instead of a
-// goroutine start. The proxy serves every connection and every tunnel's
-// server side on one; the resolver runs its upstream queries on one.
+// goroutine start. The resolver runs its upstream queries on one and the
+// DNS server its UDP workers. The proxy no longer does: on the peer bench
+// plain go was as good (bench/peer/gopool-ab.md); the DNS paths are yet to
+// be measured the same way (the build tag egressd_plaingo).
 //
 // It imports only the standard library (internal/archtest).
 package gopool
