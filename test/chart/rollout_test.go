@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 )
 
 // TestRollingUpdate holds the chart's rollout defaults to what test/rollout
@@ -22,8 +23,12 @@ func TestRollingUpdate(t *testing.T) {
 				ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 || ru.MaxSurge == nil || ru.MaxSurge.IntValue() < 1 {
 				t.Fatalf("strategy = %+v, want RollingUpdate with maxUnavailable 0 and maxSurge at least 1", d.Spec.Strategy)
 			}
-			if *d.Spec.Replicas < 2 {
-				t.Errorf("replicas = %d, want at least 2 (a SIGKILL of one must leave one serving)", *d.Spec.Replicas)
+			replicas := d.Spec.Replicas
+			if hpas := ofKind(objs, "HorizontalPodAutoscaler"); len(hpas) == 1 { // the fewest it may leave
+				replicas = fromUnstructured[autoscalingv2.HorizontalPodAutoscaler](t, hpas[0]).Spec.MinReplicas
+			}
+			if replicas == nil || *replicas < 2 {
+				t.Errorf("replicas = %v, want at least 2 (a SIGKILL of one must leave one serving)", replicas)
 			}
 			args := d.Spec.Template.Spec.Containers[0].Args
 			i := slices.Index(args, "--lameduck")
