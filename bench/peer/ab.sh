@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Whole-path A/B of two egressd binaries on the peer bench's load, beside
+# squid (and smokescreen with PEERS=squid,smokescreen): one harness round
+# each, alternating (A, B, peers, A, B, peers, ...), ROUNDS times, so that
+# both builds meet the same machine. The harness's report gives every
+# name's figures over the rounds. egressd resolves through a dnsmasq as in
+# bench/peer/run.sh, with the image's GODEBUG.
+# Usage: PEER_BENCH=DIR [ARGS_A=...] [ARGS_B=...] bench/peer/ab.sh NAME_A BIN_A NAME_B BIN_B
+# (ROUNDS=3, PEERS=squid; ARGS_A/ARGS_B: more `egressd run` flags for one
+# build, e.g. --lameduck 0 for a build that has the flag)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+peer=${PEER_BENCH:?set PEER_BENCH to the peer benchmark directory}
+work=${BENCH_WORK:-${TMPDIR:-/tmp}/peer-bench}
+rounds=${ROUNDS:-3}
+peers=${PEERS:-squid}
+(($# == 4)) || { echo "usage: $0 NAME_A BIN_A NAME_B BIN_B" >&2; exit 2; }
+command -v dnsmasq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base; }
+grep -qE '^127\.0\.0\.1[[:space:]].*\bup\.bench\.test\b' /etc/hosts || echo '127.0.0.1 up.bench.test' >> /etc/hosts
+dnsmasq -k --port 15399 --listen-address 127.0.0.1 --bind-interfaces --no-resolv --no-dhcp-interface=lo --local-ttl=60 \
+  --conf-file=/dev/null >/dev/null 2>&1 &
+dns_pid=$!
+trap 'kill $dns_pid 2>/dev/null || true' EXIT
+combined=$work/out/ab.jsonl
+mkdir -p "$work/out"
+: > "$combined"
+for r in $(seq "$rounds"); do
+  for v in "$1=$2=${ARGS_A:-}" "$3=$4=${ARGS_B:-}" "peers=="; do
+    IFS== read -r name bin args <<<"$v"
+    if [[ $name == peers ]]; then
+      unset EXTRA_PROXY
+      ONLY=$peers ROUNDS=1 bash "$peer/run.sh" >/dev/null
+    else
+      export EXTRA_PROXY="$name | env GODEBUG=schedtrace=2147483647 $bin run --policy $repo/bench/peer/policy.yaml --pods $repo/bench/peer/pods.yaml --upstream-dns 127.0.0.1:15399 --proxy-addr 127.0.0.1:14000 --dns-addr '' --metrics-addr '' --max-conns-per-client 20000 $args | http://127.0.0.1:14000 | auto"
+      ONLY=$name ROUNDS=1 bash "$peer/run.sh" >/dev/null
+    fi
+    sed -E "s/\"round\":[0-9]+/\"round\":$r/" "$work/out/raw.jsonl" >> "$combined"
+  done
+done
+"$work/bin/load" report -in "$combined" -md "$work/out/ab.md" \
+  -header "A/B: $1 vs $3 beside $peers, $rounds alternating rounds, $(nproc) cores"
+cat "$work/out/ab.md"
