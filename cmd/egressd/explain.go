@@ -181,6 +181,11 @@ type explainInput struct {
 	invalid []string
 }
 
+// explainValidate: explain says what a policy decides, inspect: true
+// included, whether or not the instance that runs it has an inspection CA
+// (egressd check --inspect says whether it loads).
+var explainValidate = policy.ValidateOptions{InspectAvailable: true}
+
 func loadExplainInput(ctx context.Context, o *explainOptions) (*explainInput, error) {
 	if o.kube {
 		return loadExplainKube(ctx, o)
@@ -189,7 +194,7 @@ func loadExplainInput(ctx context.Context, o *explainOptions) (*explainInput, er
 	if err != nil {
 		return nil, err
 	}
-	snap, err := compilePolicies(files)
+	snap, err := compilePolicies(files, explainValidate)
 	if err != nil {
 		return nil, err
 	}
@@ -229,13 +234,13 @@ func loadExplainKube(ctx context.Context, o *explainOptions) (*explainInput, err
 		}
 		ep.Status = policy.EgressPolicyStatus{}
 		d := policy.Document{Origin: origin, Policy: ep}
-		if err := policy.Validate(d); err != nil {
+		if err := policy.ValidateWith(d, explainValidate); err != nil {
 			in.invalid = append(in.invalid, err.Error())
 			continue
 		}
 		docs = append(docs, d)
 	}
-	if in.snap, err = policy.Compile(docs); err != nil {
+	if in.snap, err = policy.CompileWith(docs, explainValidate); err != nil {
 		return nil, err
 	}
 	return in, nil
