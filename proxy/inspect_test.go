@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -255,5 +256,36 @@ func TestInspectedTunnelRevoked(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", ie.url("inspect.test", "/small"), nil)
 	if _, err := c.Do(req); err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("request after revocation: %v; want the proxy's refusal", err)
+	}
+}
+
+// TestInspectedSNIListener: the transparent SNI listener hands an
+// inspecting rule's connection to the engine the same way: the client is
+// served egressd's leaf and each request is recorded.
+func TestInspectedSNIListener(t *testing.T) {
+	ie := newInspectEnv(t)
+	ln := listen(t, "127.0.0.1:0")
+	go ie.p.ServeSNI(ln, ie.tlsPort)
+	c := dialFrom(t, podIP, ln.Addr().String())
+	tc := tls.Client(c, &tls.Config{ServerName: "inspect.test", RootCAs: ie.ica.CertPool(), NextProtos: []string{"http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake with egressd's leaf: %v", err)
+	}
+	io.WriteString(tc, "GET /w.bin HTTP/1.1\r\nHost: inspect.test\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 || resp.Header.Get("X-Egressd-Reason") != "path-not-allowed" {
+		t.Fatalf("status %d reason %q; want 403 path-not-allowed", resp.StatusCode, resp.Header.Get("X-Egressd-Reason"))
+	}
+	r := ie.sink.next(t)
+	if r.Kind != record.KindInspected || r.Reason != "path-not-allowed" || r.Tunnel == "" {
+		t.Fatalf("record %+v; want the inspected, refused exchange", r)
+	}
+	tc.Close()
+	if r := ie.sink.next(t); r.Kind != record.KindSNI || r.TLS == nil || !r.TLS.Inspected || r.Requests != 1 {
+		t.Fatalf("tunnel record %+v; want kind sni, inspected, 1 request", r)
 	}
 }
