@@ -24,7 +24,7 @@ type Decoder struct {
 	scratch []byte              // unescaped string being built
 	answers []string
 	// full decodes what only suggest needs too (client.uid, purpose,
-	// owner, mode, dns.answers, tls.version, http.status); report skips
+	// owner, mode, dns.answers, tls.version); report skips
 	// them.
 	full bool
 }
@@ -143,9 +143,6 @@ func (d *Decoder) top(b, key []byte, i int, r *Record) (int, error) {
 			var err error
 			switch string(key) {
 			case "status":
-				if !d.full {
-					return skipValue(b, i)
-				}
 				var n int64
 				n, i, err = d.int(b, i)
 				r.HTTPStatus = int(n)
