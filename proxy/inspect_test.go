@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -42,7 +43,7 @@ type inspectEnv struct {
 	ica *certs.CA
 }
 
-func newInspectEnv(t *testing.T) *inspectEnv {
+func newInspectEnv(t testing.TB, o envOpt) *inspectEnv {
 	t.Helper()
 	ica, err := certs.NewCA("egressd inspection test CA")
 	if err != nil {
@@ -57,13 +58,15 @@ func newInspectEnv(t *testing.T) *inspectEnv {
 		t.Fatal(err)
 	}
 	ie := &inspectEnv{ica: ica}
-	ie.env = newEnv(t, envOpt{extra: inspectRules, inspect: func(origins *certs.CA) *inspect.Engine {
+	o.extra = inspectRules
+	o.inspect = func(origins *certs.CA) *inspect.Engine {
 		eng, err := inspect.New(inspect.Config{Leaves: leaves, Roots: origins.CertPool()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return eng
-	}})
+	}
+	ie.env = newEnv(t, o)
 	return ie
 }
 
@@ -104,7 +107,7 @@ func TestInspectedTunnel(t *testing.T) {
 		{"http2", true, "HTTP/2.0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ie := newInspectEnv(t)
+			ie := newInspectEnv(t, envOpt{})
 			c := ie.client(tt.h2)
 			steps := []struct {
 				method, path string
@@ -191,7 +194,7 @@ func keyBody(pemKey []byte) []byte {
 // TestBlindRuleNotInspected: a host that no inspecting rule names is
 // relayed blind: the client sees the origin's own certificate.
 func TestBlindRuleNotInspected(t *testing.T) {
-	ie := newInspectEnv(t)
+	ie := newInspectEnv(t, envOpt{})
 	c, resp := ie.connect(podIP, "models.test:"+strconv.Itoa(ie.tlsPort))
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %d", resp.StatusCode)
@@ -214,7 +217,7 @@ func TestBlindRuleNotInspected(t *testing.T) {
 // name the host is never presented: the client's handshake fails and the
 // tunnel's record says upstream-tls-failed with the class.
 func TestInspectedUpstreamTLSFailed(t *testing.T) {
-	ie := newInspectEnv(t)
+	ie := newInspectEnv(t, envOpt{})
 	_, err := ie.client(false).Get(ie.url("wrongname.test", "/small"))
 	if err == nil {
 		t.Fatal("an origin that failed verification was presented")
@@ -233,7 +236,7 @@ func TestInspectedUpstreamTLSFailed(t *testing.T) {
 // TestInspectedTunnelRevoked: a policy change that no longer allows the
 // host cuts an inspected tunnel like any other (outcome revoked).
 func TestInspectedTunnelRevoked(t *testing.T) {
-	ie := newInspectEnv(t)
+	ie := newInspectEnv(t, envOpt{})
 	c := ie.client(false)
 	resp, err := c.Get(ie.url("inspect.test", "/small"))
 	if err != nil {
@@ -263,7 +266,7 @@ func TestInspectedTunnelRevoked(t *testing.T) {
 // inspecting rule's connection to the engine the same way: the client is
 // served egressd's leaf and each request is recorded.
 func TestInspectedSNIListener(t *testing.T) {
-	ie := newInspectEnv(t)
+	ie := newInspectEnv(t, envOpt{})
 	ln := listen(t, "127.0.0.1:0")
 	go ie.p.ServeSNI(ln, ie.tlsPort)
 	c := dialFrom(t, podIP, ln.Addr().String())
@@ -287,5 +290,27 @@ func TestInspectedSNIListener(t *testing.T) {
 	tc.Close()
 	if r := ie.sink.next(t); r.Kind != record.KindSNI || r.TLS == nil || !r.TLS.Inspected || r.Requests != 1 {
 		t.Fatalf("tunnel record %+v; want kind sni, inspected, 1 request", r)
+	}
+}
+
+// BenchmarkConnectTLSInspectConfigured is BenchmarkConnectTLS with an
+// inspection engine configured and a blind rule deciding: the tunnel pays
+// one field check of its decision, so its allocations are
+// BenchmarkConnectTLS's.
+//
+//	go test -run '^$' -bench 'ConnectTLS' -benchtime 500x -benchmem ./proxy/
+func BenchmarkConnectTLSInspectConfigured(b *testing.B) {
+	ie := newInspectEnv(b, envOpt{discardAudit: true, maxConns: -1})
+	target := fmt.Sprintf("models.test:%d", ie.tlsPort)
+	connectReq := []byte("CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n\r\n")
+	getReq := []byte("GET /small HTTP/1.1\r\nHost: models.test\r\nConnection: close\r\n\r\n")
+	tcfg := &tls.Config{ServerName: "models.test", RootCAs: ie.ca.CertPool(), NextProtos: []string{"http/1.1"}}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(podIP)}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := connectOnce(&d, ie.addr, connectReq, getReq, tcfg); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
