@@ -18,6 +18,7 @@ import (
 
 	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/inspect"
+	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
 )
 
@@ -312,5 +313,50 @@ func BenchmarkConnectTLSInspectConfigured(b *testing.B) {
 		if err := connectOnce(&d, ie.addr, connectReq, getReq, tcfg); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestInspectedHostMismatch: a later request of an inspected tunnel whose
+// Host names another site is refused host-mismatch in enforce mode, and
+// passes with would_deny in audit mode (Decision.Deny, as on the plain
+// HTTP path); the tunnel stays up for the next request either way.
+func TestInspectedHostMismatch(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		mode      policy.Mode
+		status    int
+		verdict   string
+		wouldDeny bool
+	}{
+		{"enforce", policy.ModeEnforce, 403, "deny", false},
+		{"audit", policy.ModeAudit, 200, "allow", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ie := newInspectEnv(t, envOpt{mode: tt.mode})
+			c, resp := ie.connect(podIP, "inspect.test:"+strconv.Itoa(ie.tlsPort))
+			if resp.StatusCode != 200 {
+				t.Fatalf("CONNECT: %d", resp.StatusCode)
+			}
+			tc := tls.Client(c, &tls.Config{ServerName: "inspect.test", RootCAs: ie.ica.CertPool(), NextProtos: []string{"http/1.1"}})
+			br := bufio.NewReader(tc)
+			for i, host := range []string{"inspect.test", "evil.test", "inspect.test"} {
+				fmt.Fprintf(tc, "GET /small HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				want, verdict, wd := 200, "allow", false
+				if host == "evil.test" {
+					want, verdict, wd = tt.status, tt.verdict, tt.wouldDeny
+				}
+				r := ie.sink.next(t)
+				if resp.StatusCode != want || r.Verdict != verdict || r.WouldDeny != wd || (host == "evil.test") != (r.Reason == "host-mismatch") {
+					t.Fatalf("request %d Host %s: status %d, record verdict %s would_deny %v reason %s; want %d %s %v",
+						i, host, resp.StatusCode, r.Verdict, r.WouldDeny, r.Reason, want, verdict, wd)
+				}
+			}
+		})
 	}
 }
