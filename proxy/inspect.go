@@ -41,9 +41,12 @@ func (t *tunnel) serveInspected() {
 	t.mu.Lock()
 	t.inspected = &tun
 	t.mu.Unlock()
-	if tun.Outcome == inspect.OutcomeUpstreamTLSFailed {
+	switch tun.Outcome {
+	case inspect.OutcomeUpstreamTLSFailed:
 		ex.outcome = record.OutcomeUpstreamTLSFailed
 		ex.setError("upstream TLS: " + tun.VerifyError)
+	case inspect.OutcomeClientTLSFailed:
+		ex.outcome = record.OutcomeClientTLSFailed
 	}
 	if err != nil && !t.closedByUs() {
 		t.fail(err)

@@ -234,6 +234,25 @@ func TestInspectedUpstreamTLSFailed(t *testing.T) {
 	}
 }
 
+// TestInspectedClientTLSFailed: a client that does not trust the
+// inspection CA fails its handshake; the tunnel's record says
+// client-tls-failed, not ok.
+func TestInspectedClientTLSFailed(t *testing.T) {
+	ie := newInspectEnv(t, envOpt{})
+	c, resp := ie.connect(podIP, "inspect.test:"+strconv.Itoa(ie.tlsPort))
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: "inspect.test", RootCAs: ie.ca.CertPool()})
+	if err := tc.Handshake(); err == nil {
+		t.Fatal("a client that trusts only the origins' CA accepted egressd's leaf")
+	}
+	tc.Close()
+	if r := ie.sink.next(t); r.Outcome != record.OutcomeClientTLSFailed || r.Verdict != "allow" {
+		t.Fatalf("record outcome %q verdict %q; want client-tls-failed, allow", r.Outcome, r.Verdict)
+	}
+}
+
 // TestInspectedTunnelRevoked: a policy change that no longer allows the
 // host cuts an inspected tunnel like any other (outcome revoked).
 func TestInspectedTunnelRevoked(t *testing.T) {

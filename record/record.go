@@ -56,6 +56,10 @@ const (
 	// OutcomeUpstreamTLSFailed: an inspected tunnel's origin failed TLS
 	// verification (the class in error); the client was never presented it.
 	OutcomeUpstreamTLSFailed = "upstream-tls-failed"
+	// OutcomeClientTLSFailed: the client's handshake with egressd's leaf
+	// failed in an inspected tunnel (most often: the client does not
+	// trust the inspection CA).
+	OutcomeClientTLSFailed = "client-tls-failed"
 )
 
 // DNS is a lookup as the record shows it: for proxied requests the proxy's
