@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +70,18 @@ func newInspectEnv(t testing.TB, o envOpt) *inspectEnv {
 	}
 	ie.env = newEnv(t, o)
 	return ie
+}
+
+// tunnel opens a CONNECT tunnel from the test pod to host on the TLS
+// origin's port and returns a TLS client (http/1.1) on it that trusts
+// roots, not yet handshaken.
+func (ie *inspectEnv) tunnel(t *testing.T, host string, roots *x509.CertPool) *tls.Conn {
+	t.Helper()
+	c, resp := ie.connect(podIP, host+":"+strconv.Itoa(ie.tlsPort))
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT %s: %d", host, resp.StatusCode)
+	}
+	return tls.Client(c, &tls.Config{ServerName: host, RootCAs: roots, NextProtos: []string{"http/1.1"}})
 }
 
 // client is an HTTP client from the test pod through the proxy that
@@ -196,11 +209,7 @@ func keyBody(pemKey []byte) []byte {
 // relayed blind: the client sees the origin's own certificate.
 func TestBlindRuleNotInspected(t *testing.T) {
 	ie := newInspectEnv(t, envOpt{})
-	c, resp := ie.connect(podIP, "models.test:"+strconv.Itoa(ie.tlsPort))
-	if resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %d", resp.StatusCode)
-	}
-	tc := tls.Client(c, &tls.Config{ServerName: "models.test", RootCAs: ie.ca.CertPool()})
+	tc := ie.tunnel(t, "models.test", ie.ca.CertPool())
 	if err := tc.Handshake(); err != nil {
 		t.Fatalf("handshake with the origin's own certificate: %v", err)
 	}
@@ -239,11 +248,7 @@ func TestInspectedUpstreamTLSFailed(t *testing.T) {
 // client-tls-failed, not ok.
 func TestInspectedClientTLSFailed(t *testing.T) {
 	ie := newInspectEnv(t, envOpt{})
-	c, resp := ie.connect(podIP, "inspect.test:"+strconv.Itoa(ie.tlsPort))
-	if resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %d", resp.StatusCode)
-	}
-	tc := tls.Client(c, &tls.Config{ServerName: "inspect.test", RootCAs: ie.ca.CertPool()})
+	tc := ie.tunnel(t, "inspect.test", ie.ca.CertPool())
 	if err := tc.Handshake(); err == nil {
 		t.Fatal("a client that trusts only the origins' CA accepted egressd's leaf")
 	}
@@ -352,11 +357,7 @@ func TestInspectedHostMismatch(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ie := newInspectEnv(t, envOpt{mode: tt.mode})
-			c, resp := ie.connect(podIP, "inspect.test:"+strconv.Itoa(ie.tlsPort))
-			if resp.StatusCode != 200 {
-				t.Fatalf("CONNECT: %d", resp.StatusCode)
-			}
-			tc := tls.Client(c, &tls.Config{ServerName: "inspect.test", RootCAs: ie.ica.CertPool(), NextProtos: []string{"http/1.1"}})
+			tc := ie.tunnel(t, "inspect.test", ie.ica.CertPool())
 			br := bufio.NewReader(tc)
 			for i, host := range []string{"inspect.test", "evil.test", "inspect.test"} {
 				fmt.Fprintf(tc, "GET /small HTTP/1.1\r\nHost: %s\r\n\r\n", host)
