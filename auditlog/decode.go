@@ -24,7 +24,7 @@ type Decoder struct {
 	scratch []byte              // unescaped string being built
 	answers []string
 	// full decodes what only suggest needs too (client.uid, purpose,
-	// owner, mode, dns.answers, tls.version, http.status); report skips
+	// owner, mode, dns.answers, tls.version); report skips
 	// them.
 	full bool
 }
@@ -88,6 +88,8 @@ func (d *Decoder) top(b, key []byte, i int, r *Record) (int, error) {
 		r.ID, i, err = d.raw(b, i)
 	case "kind":
 		r.Kind, i, err = d.str(b, i)
+	case "tunnel":
+		r.Tunnel, i, err = d.raw(b, i)
 	case "client":
 		i, err = d.object(b, i, func(key []byte, i int) (int, error) { return d.client(b, key, i, &r.Client) })
 	case "host":
@@ -129,6 +131,8 @@ func (d *Decoder) top(b, key []byte, i int, r *Record) (int, error) {
 					return skipValue(b, i)
 				}
 				r.TLSVersion, i, err = d.str(b, i)
+			case "inspected":
+				r.TLSInspected, i, err = d.bool(b, i)
 			default:
 				i, err = skipValue(b, i)
 			}
@@ -139,9 +143,6 @@ func (d *Decoder) top(b, key []byte, i int, r *Record) (int, error) {
 			var err error
 			switch string(key) {
 			case "status":
-				if !d.full {
-					return skipValue(b, i)
-				}
 				var n int64
 				n, i, err = d.int(b, i)
 				r.HTTPStatus = int(n)
@@ -162,6 +163,8 @@ func (d *Decoder) top(b, key []byte, i int, r *Record) (int, error) {
 		r.Outcome, i, err = d.str(b, i)
 	case "count":
 		r.Count, i, err = d.int(b, i)
+	case "requests":
+		r.InspectedRequests, i, err = d.int(b, i)
 	default:
 		i, err = skipValue(b, i)
 	}

@@ -21,6 +21,8 @@ type Record struct {
 	Event string
 	ID    []byte
 	Kind  string
+	// Tunnel is an inspected record's tunnel id (the tunnel's ID).
+	Tunnel []byte
 
 	Client Client
 
@@ -37,10 +39,12 @@ type Record struct {
 	Probe     string
 
 	// Answers are the DNS answers the record shows (dns.answers).
-	Answers      []string
-	Peer         string
-	TLSResult    string
-	TLSVersion   string
+	Answers    []string
+	Peer       string
+	TLSResult  string
+	TLSVersion string
+	// TLSInspected: egressd inspected the tunnel (tls.inspected).
+	TLSInspected bool
 	HTTPStatus   int
 	RedirectHost string
 
@@ -51,6 +55,8 @@ type Record struct {
 	// Count is the number of requests a rate-limited summary stands for;
 	// zero means one.
 	Count int64
+	// InspectedRequests counts an inspected tunnel's HTTP requests.
+	InspectedRequests int64
 
 	// Open marks an interim record whose end record was not read: the
 	// request was still open when the input was written.

@@ -28,6 +28,9 @@ type Config struct {
 	// It is not called while the API server is unreachable: the last
 	// snapshot stays in force.
 	SetPolicy func(*policy.Snapshot)
+	// PolicyOptions say whether the instance inspects (an inspection CA is
+	// loaded); zero refuses rules with inspect: true.
+	PolicyOptions policy.ValidateOptions
 	// Metrics; nil means metrics.New() (unregistered).
 	Metrics *metrics.Metrics
 	// Logger; nil means discard.

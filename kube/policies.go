@@ -70,7 +70,7 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 		if err != nil {
 			err = fmt.Errorf("kube: %s: decode: %w", origin, err)
 		} else {
-			err = policy.Validate(policy.Document{Origin: origin, Policy: ep})
+			err = policy.ValidateWith(policy.Document{Origin: origin, Policy: ep}, c.cfg.PolicyOptions)
 		}
 		cond := metav1.Condition{Type: ConditionAccepted, ObservedGeneration: gen}
 		switch prev, hadGood := c.lastGood[uid]; {
@@ -105,7 +105,7 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 	}
 
 	if fp.String() != c.applied || !c.policiesDone.Load() {
-		snap, err := policy.Compile(docs)
+		snap, err := policy.CompileWith(docs, c.cfg.PolicyOptions)
 		if err != nil {
 			// Each document passed Validate alone; a failure here is a
 			// conflict between them. The previous snapshot stays in force.

@@ -64,6 +64,10 @@ type Decision struct {
 	Mode Mode
 	// ECH is set when the deciding rule says ech: allow.
 	ECH bool
+	// Inspect is set when the deciding rule says inspect: true: the one
+	// field a tunnel reads before it asks Snapshot.Inspects, so that a
+	// tunnel of a blind rule pays no lookup.
+	Inspect bool
 	// CIDRs of the deciding rule: the only non-public ranges the guard may
 	// open for this request. Shared with the snapshot: do not modify.
 	CIDRs []netip.Prefix
@@ -329,6 +333,7 @@ func (s *Snapshot) allow(a DecideArgs, idx *nsIndex, num int32) Decision {
 		Owner:   r.owner,
 		Mode:    mode,
 		ECH:     r.ech,
+		Inspect: r.inspect,
 		CIDRs:   r.cidrs,
 	}
 }

@@ -124,7 +124,7 @@ func (s *Snapshot) rule(d Decision) *compiledRule {
 // an allow (not one softened by audit mode) by a rule with inspect: true.
 // A tunnel that only audit mode lets through is relayed blind.
 func (s *Snapshot) Inspects(d Decision) bool {
-	if d.Verdict != Allow || d.WouldDeny {
+	if !d.Inspect || d.Verdict != Allow || d.WouldDeny {
 		return false
 	}
 	r := s.rule(d)

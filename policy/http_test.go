@@ -227,8 +227,9 @@ func TestInspects(t *testing.T) {
 		{"inspect without http", s.Decide(DecideArgs{Client: c, Host: "open.example", Port: 443}), true},
 		{"plain rule", s.Decide(DecideArgs{Client: c, Host: "plain.example", Port: 443}), false},
 		{"denied", s.Decide(DecideArgs{Client: c, Host: "api.llm.example", Port: 80}), false},
-		{"unknown policy", Decision{Verdict: Allow, Policy: "prod/other", Rule: 0}, false},
-		{"rule out of range", Decision{Verdict: Allow, Policy: "prod/llm", Rule: 7}, false},
+		{"unknown policy", Decision{Verdict: Allow, Policy: "prod/other", Rule: 0, Inspect: true}, false},
+		{"rule out of range", Decision{Verdict: Allow, Policy: "prod/llm", Rule: 7, Inspect: true}, false},
+		{"inspect field unset", Decision{Verdict: Allow, Policy: "prod/llm", Rule: 0}, false},
 		{"softened", s.Decide(DecideArgs{Client: c, Host: "api.llm.example", Port: 443}).Deny(ReasonPrivate), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,7 +239,7 @@ func TestInspects(t *testing.T) {
 		})
 	}
 	var nilSnap *Snapshot
-	if nilSnap.Inspects(Decision{Verdict: Allow, Policy: "prod/llm"}) {
+	if nilSnap.Inspects(Decision{Verdict: Allow, Policy: "prod/llm", Inspect: true}) {
 		t.Fatal("a nil snapshot inspects")
 	}
 }

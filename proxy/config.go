@@ -9,6 +9,7 @@ import (
 	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/inspect"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
@@ -70,6 +71,11 @@ type Config struct {
 	// HTTPPathFull (the path without its query, for those who accept the
 	// risk).
 	AuditHTTPPath HTTPPath
+	// Inspect serves the tunnels whose deciding rule says inspect: true
+	// (docs/design.md, "Inspection"): TLS terminated with its leaves, each
+	// request decided and recorded (kind inspected). Nil means none is
+	// inspected; the policy loader then refuses inspect: true.
+	Inspect *inspect.Engine
 	// Metrics are the collectors; tests pass metrics.New().
 	Metrics *metrics.Metrics
 	// Logger logs what is not an audit record (panics, server errors).

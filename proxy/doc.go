@@ -1,12 +1,15 @@
 // Package proxy owns egressd's listeners and the one dialer behind them:
 // HTTP CONNECT and absolute-form HTTP on the proxy listener, and the
 // transparent SNI and Host listeners for clients without proxy support. It
-// observes TLS handshakes in tunnels (it never terminates TLS), revokes open
-// connections a change no longer allows, and writes one audit record per
-// request or tunnel.
+// observes TLS handshakes in tunnels (it terminates TLS only where the
+// deciding rule says inspect: true, handing the tunnel to inspect.Engine:
+// inspect.go), revokes open connections a change no longer allows, and
+// writes one audit record per request or tunnel (and one per exchange of
+// an inspected tunnel).
 //
 // It imports admit (the admission pipeline), policy (decisions), identity,
-// audit, internal/metrics and resolver (the Answer type only). It must not
+// audit, inspect (the inspection engine), internal/metrics and resolver
+// (the Answer type only). It must not
 // import kube, cmd, dnsserver, certs (tests and benchmarks only) or
 // client-go.
 //

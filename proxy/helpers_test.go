@@ -27,6 +27,7 @@ import (
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/identity"
+	"github.com/egressd/egressd/inspect"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/policy"
@@ -137,6 +138,8 @@ type envOpt struct {
 	auditAvailable        func() bool
 	interim               Interim
 	responseHeaderTimeout time.Duration
+	// inspect makes Config.Inspect, given the origins' CA (inspect_test.go).
+	inspect func(origins *certs.CA) *inspect.Engine
 }
 
 func newEnv(t testing.TB, o envOpt) *env {
@@ -166,14 +169,16 @@ func newEnv(t testing.TB, o envOpt) *env {
 	lo := netip.MustParseAddr("127.0.0.1")
 	e.m = metrics.New()
 	var look Lookuper = staticLookup{
-		"models.test":   {lo},
-		"cdn.blob.test": {lo},
-		"evil.test":     {lo},
-		"meta.test":     {netip.MustParseAddr("169.254.169.254")},
-		"twoaddr.test":  {netip.MustParseAddr("127.0.0.1"), lo},
-		"multi.test":    {netip.MustParseAddr("169.254.169.254"), lo},
-		"norule.test":   {lo},
-		"fallback.test": {netip.MustParseAddr("127.0.0.4"), lo},
+		"models.test":    {lo},
+		"cdn.blob.test":  {lo},
+		"evil.test":      {lo},
+		"meta.test":      {netip.MustParseAddr("169.254.169.254")},
+		"twoaddr.test":   {netip.MustParseAddr("127.0.0.1"), lo},
+		"multi.test":     {netip.MustParseAddr("169.254.169.254"), lo},
+		"norule.test":    {lo},
+		"fallback.test":  {netip.MustParseAddr("127.0.0.4"), lo},
+		"inspect.test":   {lo},
+		"wrongname.test": {lo},
 	}
 	if o.lookup != nil {
 		look = o.lookup
@@ -213,6 +218,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 		AuditAvailable:        o.auditAvailable,
 		Interim:               o.interim,
 		ResponseHeaderTimeout: o.responseHeaderTimeout,
+		Inspect:               inspectEngine(o, ca),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -264,9 +270,21 @@ spec:
 %[3]s`, e.tlsPort, e.httpPort, extra)
 }
 
+func inspectEngine(o envOpt, origins *certs.CA) *inspect.Engine {
+	if o.inspect == nil {
+		return nil
+	}
+	return o.inspect(origins)
+}
+
 func compile(t testing.TB, y string) *policy.Snapshot {
 	t.Helper()
-	snap, err := testutil.Snapshot(y)
+	docs, err := policy.Parse("test.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As egressd run compiles with an inspection CA (inspect_test.go).
+	snap, err := policy.CompileWith(docs, policy.ValidateOptions{InspectAvailable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +304,7 @@ func listen(t testing.TB, addr string) net.Listener {
 // startTLSOrigin serves /w.bin (a body), /redirect?to=URL (302) and
 // /echo on 127.0.0.1 with a certificate for every test name.
 func (e *env) startTLSOrigin() int {
-	cert, err := e.ca.Issue("models.test", "cdn.blob.test", "evil.test", "twoaddr.test", "fallback.test")
+	cert, err := e.ca.Issue("models.test", "cdn.blob.test", "evil.test", "twoaddr.test", "fallback.test", "inspect.test")
 	if err != nil {
 		e.t.Fatal(err)
 	}

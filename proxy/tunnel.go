@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/inspect"
+	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy/internal/sniff"
 	"github.com/egressd/egressd/record"
 )
@@ -54,6 +56,15 @@ type tunnel struct {
 	// upstreamSilent: the upstream ended (EOF or error) before sending a
 	// byte. Written by the server side before it ends, read by end.
 	upstreamSilent bool
+	// inspecting: the deciding rule inspects and an engine is configured
+	// (set by start, before the directions run); inspected is what the
+	// engine said of the tunnel (under mu); inspSnap and inspDec cache the
+	// tunnel's decision per snapshot for its requests (under mu).
+	inspecting bool
+	replay     []byte // the client's bytes read before the hand-off
+	inspected  *inspect.Tunnel
+	inspSnap   *policy.Snapshot
+	inspDec    policy.Decision
 	// interimDone unregisters the tunnel from interim records.
 	interimDone func()
 
@@ -156,6 +167,24 @@ func (t *tunnel) start(pre []byte, hello *sniff.ClientHello, check string, inlin
 	}
 	t.active = true
 	t.p.mc.tunnels.Get(t.ex.rec.Kind).Inc()
+	if t.inspecting = t.inspects(); t.inspecting {
+		// One direction: the client side checks the ClientHello and hands
+		// both connections to the inspection engine (inspect.go).
+		t.pending.Store(1)
+		run := func() {
+			t.runDirection(func() {
+				if t.clientFirst(pre, hello, check) {
+					t.serveInspected()
+				}
+			})
+		}
+		if inline {
+			run()
+			return
+		}
+		t.p.relays.Go(run)
+		return
+	}
 	t.pending.Store(2)
 	go t.runDirection(t.serverSide)
 	if inline {
@@ -198,6 +227,9 @@ func (t *tunnel) end() {
 	if tl := t.tlsLocked(); tl != nil {
 		ex.rec.TLS = tl
 	}
+	if t.inspected != nil {
+		ex.rec.Requests = t.inspected.Requests
+	}
 	switch {
 	case t.revoked:
 		ex.outcome = record.OutcomeRevoked
@@ -221,6 +253,9 @@ func (t *tunnel) tlsLocked() *record.TLS {
 		tl := &record.TLS{SNI: t.hello.SNI, ClientALPN: t.hello.ALPN, ECH: t.hello.ECH, Result: sniff.ResultNoServerHello}
 		if s := t.server; s != nil {
 			tl.Version, tl.Cipher, tl.ALPN, tl.Result = s.Version, s.Cipher, s.ALPN, s.Result
+		}
+		if t.inspected != nil {
+			t.inspectedTLSLocked(tl)
 		}
 		return tl
 	}

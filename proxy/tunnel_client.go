@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,10 @@ func (t *tunnel) clientFirst(pre []byte, hello *sniff.ClientHello, check string)
 		}
 		pre = buf
 	}
+	if t.inspecting && hello == nil {
+		t.refuse(policy.Denied(policy.ReasonBadRequest), errNotTLSInspected)
+		return false
+	}
 	if hello != nil {
 		t.mu.Lock()
 		t.hello = hello
@@ -83,6 +88,10 @@ func (t *tunnel) clientFirst(pre []byte, hello *sniff.ClientHello, check string)
 			t.closeBoth()
 			return false
 		}
+	}
+	if t.inspecting {
+		t.replay = bytes.Clone(pre) // the pooled buffer goes back now
+		return true
 	}
 	if len(pre) > 0 {
 		n, err := up.Write(pre)

@@ -33,6 +33,7 @@ func AppendJSON(b []byte, r *Record) ([]byte, error) {
 	b = appendString(b, r.ID)
 	b = append(b, `,"kind":`...)
 	b = appendString(b, r.Kind)
+	b = appendOptString(b, `,"tunnel":`, r.Tunnel)
 	b = append(b, `,"client":{"ip":`...)
 	b = appendString(b, r.Client.IP)
 	b = appendOptString(b, `,"namespace":`, r.Client.Namespace)
@@ -113,6 +114,20 @@ func AppendJSON(b []byte, r *Record) ([]byte, error) {
 		if t.ECH {
 			b = append(b, `,"ech":true`...)
 		}
+		if t.Inspected {
+			b = append(b, `,"inspected":true`...)
+		}
+		if o := t.OriginCert; o != nil {
+			b = append(b, `,"origin_cert":{"subject":`...)
+			b = appendString(b, o.Subject)
+			b = append(b, `,"issuer":`...)
+			b = appendString(b, o.Issuer)
+			b = append(b, `,"not_after":"`...)
+			if b, err = o.NotAfter.AppendText(b); err != nil {
+				return nil, fmt.Errorf("record: encode tls.origin_cert.not_after: %w", err)
+			}
+			b = append(b, `"}`...)
+		}
 		b = append(b, '}')
 	}
 	if h := r.HTTP; h != nil {
@@ -124,6 +139,7 @@ func AppendJSON(b []byte, r *Record) ([]byte, error) {
 			b = strconv.AppendInt(b, int64(h.Status), 10)
 		}
 		b = appendOptString(b, `,"redirect_host":`, h.RedirectHost)
+		b = appendOptString(b, `,"proto":`, h.Proto)
 		b = append(b, '}')
 	}
 	b = append(b, `,"bytes_sent":`...)
@@ -138,6 +154,10 @@ func AppendJSON(b []byte, r *Record) ([]byte, error) {
 	if r.Count != 0 {
 		b = append(b, `,"count":`...)
 		b = strconv.AppendInt(b, r.Count, 10)
+	}
+	if r.Requests != 0 {
+		b = append(b, `,"requests":`...)
+		b = strconv.AppendInt(b, r.Requests, 10)
 	}
 	b = appendOptString(b, `,"error":`, r.Error)
 	return append(b, '}'), nil

@@ -137,6 +137,10 @@ func FuzzAppendRecord(f *testing.F) {
 			Host:   at(6), Port: port, QType: at(7), Verdict: at(8), WouldDeny: shape&1 != 0, Reason: at(9),
 			Policy: at(10), Purpose: at(11), Owner: at(12), Mode: at(13), Peer: at(14),
 			BytesSent: bytes, BytesReceived: -bytes, DurationMS: dur, Error: at(15),
+			Tunnel: at(16),
+		}
+		if shape&128 != 0 {
+			r.Requests = bytes
 		}
 		if shape&2 != 0 {
 			r.Rule = &rule
@@ -145,10 +149,13 @@ func FuzzAppendRecord(f *testing.F) {
 			r.DNS = &DNS{Answers: list(16), CNAMEs: list(17), TTL: ttl, Rcode: at(18), MS: ms, Cached: shape&8 != 0, Stale: shape&16 != 0, Upstream: at(19)}
 		}
 		if shape&32 != 0 {
-			r.TLS = &TLS{SNI: at(6), Version: at(7), Cipher: at(8), ALPN: at(9), ClientALPN: list(10), Result: at(11)}
+			r.TLS = &TLS{SNI: at(6), Version: at(7), Cipher: at(8), ALPN: at(9), ClientALPN: list(10), Result: at(11), Inspected: shape&256 != 0}
+			if shape&512 != 0 {
+				r.TLS.OriginCert = &OriginCert{Subject: at(17), Issuer: at(18), NotAfter: r.Time}
+			}
 		}
 		if shape&64 != 0 {
-			r.HTTP = &HTTP{Method: at(12), Path: at(13), Status: port, RedirectHost: at(14)}
+			r.HTTP = &HTTP{Method: at(12), Path: at(13), Status: port, RedirectHost: at(14), Proto: at(15)}
 		}
 		checkEncode(t, &r)
 	})

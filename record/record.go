@@ -10,6 +10,9 @@ const (
 	KindHTTP    = "http"
 	KindSNI     = "sni"
 	KindDNS     = "dns"
+	// KindInspected is one HTTP exchange inside an inspected tunnel; its
+	// Tunnel names the tunnel's record.
+	KindInspected = "inspected"
 )
 
 // Client is who asked.
@@ -50,6 +53,13 @@ const (
 	OutcomeRevoked       = "revoked"        // a policy or identity change cut it
 	OutcomeDrained       = "drained"        // cut at the drain deadline of a shutdown
 	OutcomeIdleTimeout   = "idle-timeout"   // no byte either way for the idle timeout
+	// OutcomeUpstreamTLSFailed: an inspected tunnel's origin failed TLS
+	// verification (the class in error); the client was never presented it.
+	OutcomeUpstreamTLSFailed = "upstream-tls-failed"
+	// OutcomeClientTLSFailed: the client's handshake with egressd's leaf
+	// failed in an inspected tunnel (most often: the client does not
+	// trust the inspection CA).
+	OutcomeClientTLSFailed = "client-tls-failed"
 )
 
 // DNS is a lookup as the record shows it: for proxied requests the proxy's
@@ -81,6 +91,17 @@ type TLS struct {
 	// ECH marks a ClientHello that carried the encrypted_client_hello
 	// extension.
 	ECH bool `json:"ech,omitempty"`
+	// Inspected marks a tunnel egressd terminated (a rule with inspect:
+	// true); OriginCert is then the origin's certificate.
+	Inspected  bool        `json:"inspected,omitempty"`
+	OriginCert *OriginCert `json:"origin_cert,omitempty"`
+}
+
+// OriginCert names an inspected tunnel's origin certificate.
+type OriginCert struct {
+	Subject  string    `json:"subject"`
+	Issuer   string    `json:"issuer"`
+	NotAfter time.Time `json:"not_after"`
 }
 
 // HTTP is the visible part of a plain HTTP exchange.
@@ -89,6 +110,9 @@ type HTTP struct {
 	Path         string `json:"path,omitempty"` // without query string
 	Status       int    `json:"status,omitempty"`
 	RedirectHost string `json:"redirect_host,omitempty"`
+	// Proto is the request's protocol inside an inspected tunnel
+	// ("HTTP/1.1", "HTTP/2.0").
+	Proto string `json:"proto,omitempty"`
 }
 
 // Record is one audit record: one per proxied request, tunnel and DNS query,
@@ -99,9 +123,11 @@ type Record struct {
 	// Start is when the request arrived; Time is when the record was written.
 	Start time.Time `json:"start"`
 	// Event is EventEnd or EventInterim.
-	Event     string `json:"event,omitempty"`
-	ID        string `json:"id"`
-	Kind      string `json:"kind"`
+	Event string `json:"event,omitempty"`
+	ID    string `json:"id"`
+	Kind  string `json:"kind"`
+	// Tunnel is, on an inspected record, the id of its tunnel's record.
+	Tunnel    string `json:"tunnel,omitempty"`
 	Client    Client `json:"client"`
 	Host      string `json:"host"`
 	Port      int    `json:"port,omitempty"`
@@ -128,6 +154,8 @@ type Record struct {
 	// Outcome is what happened after the decision (Outcome* constants).
 	Outcome string `json:"outcome,omitempty"`
 	// Count is the number of requests a rate-limited summary record stands for.
-	Count int64  `json:"count,omitempty"`
-	Error string `json:"error,omitempty"`
+	Count int64 `json:"count,omitempty"`
+	// Requests counts the HTTP requests of an inspected tunnel.
+	Requests int64  `json:"requests,omitempty"`
+	Error    string `json:"error,omitempty"`
 }

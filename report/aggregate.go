@@ -125,6 +125,7 @@ type destAgg struct {
 	reasons  tally
 	outcomes tally
 	tls      tally
+	status   tally
 	rules    set
 	peers    set
 }
@@ -255,6 +256,9 @@ func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, ma
 	if r.TLSResult != "" {
 		d.tls.add(r.TLSResult, n)
 	}
+	if r.HTTPStatus >= 100 && r.HTTPStatus < len(statusCodes) {
+		d.status.add(statusCodes[r.HTTPStatus], n)
+	}
 	d.rules.add(rule, maxSet)
 	if r.Peer != "" {
 		d.peers.add(peerIP(r.Peer), maxSet)
@@ -376,6 +380,9 @@ func (d *destAgg) finish() *Destination {
 	if len(d.tls) > 0 {
 		d.out.TLS = d.tls.m()
 	}
+	if len(d.status) > 0 {
+		d.out.HTTPStatus = d.status.m()
+	}
 	d.out.Rules, _ = d.rules.list()
 	slices.Sort(d.out.Rules)
 	d.out.Peers, d.out.PeersTruncated = d.peers.list()
@@ -470,6 +477,15 @@ func hostPort(host string, port int) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// statusCodes are the HTTP status codes as strings, so that counting one
+// allocates nothing.
+var statusCodes = func() (s [600]string) {
+	for i := 100; i < len(s); i++ {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
 
 func boolCmp(a, b bool) int {
 	switch {

@@ -117,6 +117,9 @@ type Destination struct {
 	Reasons  map[string]int64 `json:"reasons"`
 	Outcomes map[string]int64 `json:"outcomes,omitempty"`
 	TLS      map[string]int64 `json:"tls,omitempty"`
+	// HTTPStatus counts the HTTP statuses answered (plain HTTP records
+	// and the exchanges of inspected tunnels), by status code.
+	HTTPStatus map[string]int64 `json:"http_status,omitempty"`
 	// Rules are the rules that decided allowed requests, "ns/policy#index".
 	Rules []string `json:"rules,omitempty"`
 	// Peers are the distinct addresses connected to.

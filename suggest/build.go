@@ -244,11 +244,16 @@ func (s *Suggester) single(c *cand) *rule {
 		note: seen(c), covers: []*cand{c}}
 }
 
-// redirectPurpose is "redirect target of H?" when a member looks like one
-// (the first member with a source decides), or "".
+// redirectPurpose is "redirect target of H" when a record showed the
+// redirect (exact), "redirect target of H?" when a member only looks like
+// one by timing (the first member with a source decides), or "".
 func (s *Suggester) redirectPurpose(members []*cand) string {
 	for _, c := range members {
-		if src := s.redirectSource(c.ns, c); src != "" {
+		src, exact := s.redirectSource(c.ns, c)
+		switch {
+		case src != "" && exact:
+			return "redirect target of " + src
+		case src != "":
 			return "redirect target of " + src + "?"
 		}
 	}

@@ -20,9 +20,12 @@
 //     parent>" when at least Fold of them were seen and the pattern
 //     passes policy's own checks: never over a public suffix (ParsePattern)
 //     nor a privately registered one such as s3.amazonaws.com (Lint);
-//   - owner: TODO, and purpose "redirect target of H?" for a host first
-//     seen within five seconds after an allowed request of the same pod
-//     to H (or named by an HTTP redirect), purpose TODO otherwise.
+//   - owner: TODO, and purpose "redirect target of H" for a host that a
+//     recorded redirect of the same pod named (http.redirect_host of a
+//     plain HTTP or an inspected record: exact), else "redirect target of
+//     H?" for a host first seen within five seconds after an allowed
+//     request of the same pod to H (a guess by timing), purpose TODO
+//     otherwise.
 //
 // It never suggests the never class (metadata, link-local, reserved,
 // self), unknown clients, IP literals, names that are not valid host

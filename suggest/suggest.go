@@ -278,13 +278,14 @@ func badHost(h string) string {
 	return ""
 }
 
-// redirectSource returns the host whose allowed request by the same pod
-// came at most RedirectWindow before c was first seen (the latest such),
-// or the source an HTTP redirect named.
-func (s *Suggester) redirectSource(ns string, c *cand) string {
+// redirectSource returns the source a recorded HTTP redirect named (a
+// plain HTTP record or an inspected one with http.redirect_host: exact),
+// else the host whose allowed request by the same pod came at most
+// RedirectWindow before c was first seen (the latest such: a guess).
+func (s *Suggester) redirectSource(ns string, c *cand) (src string, exact bool) {
 	pk := podKey{ns, c.firstPod}
 	if src := s.redirects[pk][c.host]; src != "" {
-		return src
+		return src, true
 	}
 	first := c.first.UnixNano()
 	from := first - int64(s.cfg.RedirectWindow)
@@ -297,7 +298,7 @@ func (s *Suggester) redirectSource(ns string, c *cand) string {
 			best, bestAt = e.host, e.start
 		}
 	}
-	return best
+	return best, false
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -128,7 +128,21 @@ func TestSuggest(t *testing.T) {
 				}),
 				with(rec(30000, "files.example.net", 80, "allow", "not-allowlisted"), func(r *record.Record) { r.Kind = record.KindHTTP }),
 			},
-			want: want{rules: []string{"files.example.net:80 redirect target of mirror.example.com?"}, fallback: true,
+			want: want{rules: []string{"files.example.net:80 redirect target of mirror.example.com"}, fallback: true,
+				labels: map[string]string{"app.kubernetes.io/name": "llm-server"}},
+		},
+		{
+			// 30 s apart: past the timing window, so only the record of
+			// the inspected 302 names the source, exactly.
+			name: "an inspected redirect is exact",
+			recs: []*record.Record{
+				with(rec(0, "models.example.com", 443, "allow", "allowed"), func(r *record.Record) {
+					r.Kind, r.Tunnel = record.KindInspected, "tunnel-1"
+					r.HTTP = &record.HTTP{Method: "GET", Status: 302, RedirectHost: "eu1.blob.example.net", Proto: "HTTP/2.0"}
+				}),
+				rec(30000, "eu1.blob.example.net", 443, "allow", "not-allowlisted"),
+			},
+			want: want{rules: []string{"eu1.blob.example.net:443 redirect target of models.example.com"}, fallback: true,
 				labels: map[string]string{"app.kubernetes.io/name": "llm-server"}},
 		},
 		{

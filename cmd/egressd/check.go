@@ -19,6 +19,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	var policies stringList
 	fs.Var(&policies, "policy", "policy file or directory (repeatable)")
 	pods := fs.String("pods", "", "pods file: also warn about policies that select none of its pods")
+	inspect := fs.Bool("inspect", false, "validate for an egressd run with --inspect-ca-cert: accept rules with inspect: true (refused without it, as run refuses them)")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -41,7 +42,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		errs = append(errs, err)
 	}
 	for _, d := range docs {
-		if err := policy.Validate(d); err != nil {
+		if err := policy.ValidateWith(d, policy.ValidateOptions{InspectAvailable: *inspect}); err != nil {
 			errs = append(errs, err)
 		}
 	}

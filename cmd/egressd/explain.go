@@ -40,6 +40,8 @@ type explainOptions struct {
 	privateCIDRs stringList
 	mode         string
 	output       string
+	// path and method: one HTTP request inside the tunnel (explain_http.go).
+	path, method string
 }
 
 // explainTimeout bounds the API reads and the lookup of --resolve.
@@ -105,10 +107,13 @@ func parseExplainFlags(args []string, stderr io.Writer) (*explainOptions, error)
 	fs.Var(&o.privateCIDRs, "private-cidr", "the cluster's pod and service CIDRs (repeatable), private to the guard as for run")
 	fs.StringVar(&o.mode, "mode", string(policy.ModeEnforce), "the instance's --mode: enforce or audit")
 	fs.StringVar(&o.output, "o", "text", "output: text or json")
+	fs.StringVar(&o.path, "path", "", "with --kind connect or sni: an HTTP request target inside the tunnel (/v1/models); decided by an inspecting rule's http entries")
+	fs.StringVar(&o.method, "method", "", "the HTTP method of --path (default GET)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: egressd explain (--pod NS/NAME | --ip IP) --host H --port P [--kind connect|dns|sni|http]
                        [--policy PATH... --pods FILE | --kube [--kubeconfig F] --namespace NS]
                        [--resolve] [--upstream-dns ADDR] [--mode M] [-o text|json]
+                       [--path P [--method M]]
 
 Prints the decision egressd run makes for the request, and why. Exit 0 allowed,
 1 denied, 2 usage or unreadable input.
@@ -147,6 +152,9 @@ Prints the decision egressd run makes for the request, and why. Exit 0 allowed,
 	default:
 		errs = append(errs, fmt.Errorf("--kind %q: want connect, dns, sni or http", o.kind))
 	}
+	if err := o.checkRequest(); err != nil {
+		errs = append(errs, err)
+	}
 	switch policy.Mode(o.mode) {
 	case policy.ModeEnforce, policy.ModeAudit:
 	default:
@@ -181,6 +189,11 @@ type explainInput struct {
 	invalid []string
 }
 
+// explainValidate: explain says what a policy decides, inspect: true
+// included, whether or not the instance that runs it has an inspection CA
+// (egressd check --inspect says whether it loads).
+var explainValidate = policy.ValidateOptions{InspectAvailable: true}
+
 func loadExplainInput(ctx context.Context, o *explainOptions) (*explainInput, error) {
 	if o.kube {
 		return loadExplainKube(ctx, o)
@@ -189,7 +202,7 @@ func loadExplainInput(ctx context.Context, o *explainOptions) (*explainInput, er
 	if err != nil {
 		return nil, err
 	}
-	snap, err := compilePolicies(files)
+	snap, err := compilePolicies(files, explainValidate)
 	if err != nil {
 		return nil, err
 	}
@@ -229,13 +242,13 @@ func loadExplainKube(ctx context.Context, o *explainOptions) (*explainInput, err
 		}
 		ep.Status = policy.EgressPolicyStatus{}
 		d := policy.Document{Origin: origin, Policy: ep}
-		if err := policy.Validate(d); err != nil {
+		if err := policy.ValidateWith(d, explainValidate); err != nil {
 			in.invalid = append(in.invalid, err.Error())
 			continue
 		}
 		docs = append(docs, d)
 	}
-	if in.snap, err = policy.Compile(docs); err != nil {
+	if in.snap, err = policy.CompileWith(docs, explainValidate); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -256,8 +269,10 @@ type explainReport struct {
 	DNS       *explainDNS        `json:"dns,omitempty"`
 	Addresses []policy.AddrCheck `json:"addresses,omitempty"`
 	// GuardNote says what the verdict leaves out about the guard.
-	GuardNote string          `json:"guardNote,omitempty"`
-	Decision  explainDecision `json:"decision"`
+	GuardNote string `json:"guardNote,omitempty"`
+	// HTTP is the request of --path and --method inside the tunnel.
+	HTTP     *explainHTTP    `json:"http,omitempty"`
+	Decision explainDecision `json:"decision"`
 
 	final policy.Decision
 }
@@ -347,6 +362,7 @@ func explain(ctx context.Context, o *explainOptions, in *explainInput) (*explain
 	if c != nil && herr == nil {
 		r.route(ctx, o, pipe, g, host)
 	}
+	r.decideRequest(o, in.snap)
 	r.Decision = decisionOf(r.final)
 	return r, nil
 }

@@ -81,6 +81,7 @@ func writeExplainText(w io.Writer, r *explainReport) error {
 		p.line("invalid", "%s: not in force", inv)
 	}
 	writeAddresses(p, r)
+	writeHTTP(p, r)
 	writeVerdict(p, r)
 	return p.err
 }

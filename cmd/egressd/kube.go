@@ -21,7 +21,7 @@ func startKube(ctx context.Context, o *runOptions, st *state, g *runGroup, reval
 	ctl, err := kube.New(kube.Config{
 		Namespace: o.namespace, Client: client, Identities: st.pods,
 		SetPolicy: func(s *policy.Snapshot) { st.snapshot.Store(s); revalidate() },
-		Metrics:   st.metrics, Logger: st.log,
+		Metrics:   st.metrics, Logger: st.log, PolicyOptions: st.validate,
 	})
 	if err != nil {
 		return nil, err

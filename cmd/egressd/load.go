@@ -26,13 +26,14 @@ func parsePolicies(files []watch.File) ([]policy.Document, error) {
 	return docs, errors.Join(errs...)
 }
 
-// compilePolicies reads, parses, validates and compiles the policy paths.
-func compilePolicies(files []watch.File) (*policy.Snapshot, error) {
+// compilePolicies reads, parses, validates and compiles the policy paths;
+// opts say whether this instance inspects (an inspection CA is loaded).
+func compilePolicies(files []watch.File, opts policy.ValidateOptions) (*policy.Snapshot, error) {
 	docs, err := parsePolicies(files)
 	if err != nil {
 		return nil, err
 	}
-	return policy.Compile(docs)
+	return policy.CompileWith(docs, opts)
 }
 
 // readPods reads and parses pods files.

@@ -94,6 +94,10 @@ type runOptions struct {
 	dnsRate                                                 float64
 	dnsBurst                                                int
 
+	// inspectCACert and inspectCAKey are the inspection CA (PEM);
+	// upstreamCA is added to the system roots for inspected origins.
+	inspectCACert, inspectCAKey, upstreamCA string
+
 	webhook webhookOptions
 }
 
@@ -133,6 +137,9 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold: one budget shared by the proxy, SNI and Host listeners, another for DNS over TCP (0: 1024; negative: no limit)")
 	fs.Float64Var(&o.dnsRate, "dns-rate", 0, "DNS queries per second one source IP may send, UDP and TCP; over it REFUSED (0: 1000; negative: no limit)")
 	fs.IntVar(&o.dnsBurst, "dns-burst", 0, "DNS queries one source IP may send at once above --dns-rate (0: twice --dns-rate)")
+	fs.StringVar(&o.inspectCACert, "inspect-ca-cert", "", "PEM certificate of the CA that signs the leaves of inspected tunnels (rules with inspect: true); without it such rules are refused at load")
+	fs.StringVar(&o.inspectCAKey, "inspect-ca-key", "", "PEM private key of --inspect-ca-cert; never logged")
+	fs.StringVar(&o.upstreamCA, "upstream-ca", "", "PEM bundle added to the system roots that verify inspected origins")
 	o.webhook.flags(fs)
 }
 
@@ -206,6 +213,12 @@ func (o *runOptions) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--audit-http-path %q: want none or full", o.auditHTTPPath))
 	}
+	if (o.inspectCACert == "") != (o.inspectCAKey == "") {
+		errs = append(errs, errors.New("--inspect-ca-cert and --inspect-ca-key go together"))
+	}
+	if o.upstreamCA != "" && o.inspectCACert == "" {
+		errs = append(errs, errors.New("--upstream-ca verifies inspected origins: it needs --inspect-ca-cert and --inspect-ca-key"))
+	}
 	if err := o.webhook.validate(o); err != nil {
 		errs = append(errs, err)
 	}
@@ -228,7 +241,10 @@ func splitListen(v string, def int) (string, int, error) {
 
 // state is what the running process shares between its parts.
 type state struct {
-	log      *slog.Logger
+	log *slog.Logger
+	// validate says whether policies may inspect (an inspection CA is
+	// loaded); set before the first policy load.
+	validate policy.ValidateOptions
 	metrics  *metrics.Metrics
 	snapshot atomic.Pointer[policy.Snapshot]
 	pods     *identity.Store
@@ -265,7 +281,7 @@ func (s *state) watchPolicies(paths []string, every time.Duration) *watch.Watche
 	return &watch.Watcher{Paths: paths, Interval: every, OnChange: func(files []watch.File, err error) {
 		var snap *policy.Snapshot
 		if err == nil {
-			snap, err = compilePolicies(files)
+			snap, err = compilePolicies(files, s.validate)
 		}
 		if err != nil {
 			s.metrics.ReloadErrors.WithLabelValues("policy").Inc()

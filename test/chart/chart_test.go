@@ -225,11 +225,13 @@ func TestDeployment(t *testing.T) {
 
 // checkAuditVolume: the audit file's directory is a volume (the root file
 // system is read-only), of the source wanted, and nothing is mounted
-// without an audit file but the webhook's certificate (TestInjectionWebhook).
+// without an audit file but the webhook's certificate (TestInjectionWebhook)
+// and the inspection CA and roots (TestInspection).
 func checkAuditVolume(t *testing.T, ps corev1.PodSpec, mount, source string) {
 	t.Helper()
-	mounts := slices.DeleteFunc(slices.Clone(ps.Containers[0].VolumeMounts), func(m corev1.VolumeMount) bool { return m.Name == "webhook-cert" })
-	ps.Volumes = slices.DeleteFunc(slices.Clone(ps.Volumes), func(v corev1.Volume) bool { return v.Name == "webhook-cert" })
+	other := func(name string) bool { return name == "webhook-cert" || name == "inspect-ca" || name == "upstream-ca" }
+	mounts := slices.DeleteFunc(slices.Clone(ps.Containers[0].VolumeMounts), func(m corev1.VolumeMount) bool { return other(m.Name) })
+	ps.Volumes = slices.DeleteFunc(slices.Clone(ps.Volumes), func(v corev1.Volume) bool { return other(v.Name) })
 	if mount == "" {
 		if len(mounts) != 0 || len(ps.Volumes) != 0 {
 			t.Errorf("volumes %+v mounts %+v without an audit file", ps.Volumes, mounts)

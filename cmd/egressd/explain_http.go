@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/egressd/egressd/policy"
+)
+
+// explainHTTP is what explain says of one request inside the tunnel
+// (--path, --method).
+type explainHTTP struct {
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	// Inspected: the deciding rule says inspect: true, so the request is
+	// decided by its http entries; false: egressd does not see it.
+	Inspected bool   `json:"inspected"`
+	Note      string `json:"note,omitempty"`
+}
+
+// checkRequest checks --path and --method: a request inside a tunnel.
+func (o *explainOptions) checkRequest() error {
+	if o.path == "" && o.method == "" {
+		return nil
+	}
+	if o.kind != "connect" && o.kind != "sni" {
+		return errors.New("--path and --method explain a request inside a tunnel: --kind connect or sni")
+	}
+	if o.path == "" {
+		return errors.New("--method needs --path")
+	}
+	if o.method == "" {
+		o.method = http.MethodGet
+	}
+	return nil
+}
+
+// decideRequest decides the request of --path and --method inside the
+// tunnel the report allowed, as run does (policy.Snapshot.DecideRequest):
+// by the deciding rule's http entries when it inspects; a blind tunnel's
+// requests are not seen, so its decision stands.
+func (r *explainReport) decideRequest(o *explainOptions, snap *policy.Snapshot) {
+	if o.path == "" || !r.final.Allowed() {
+		return
+	}
+	r.HTTP = &explainHTTP{Method: o.method, Path: o.path, Inspected: snap.Inspects(r.final)}
+	if !r.HTTP.Inspected {
+		r.HTTP.Note = "the deciding rule does not inspect: egressd does not see requests inside this tunnel"
+		return
+	}
+	r.final = snap.DecideRequest(r.final, o.method, o.path)
+}
+
+// writeHTTP prints the request inside the tunnel.
+func writeHTTP(p *explainWriter, r *explainReport) {
+	h := r.HTTP
+	if h == nil {
+		return
+	}
+	if !h.Inspected {
+		p.line("http", "%s %s: %s", h.Method, h.Path, h.Note)
+		return
+	}
+	p.line("http", "%s %s: inspected, decided by the rule's http entries", h.Method, h.Path)
+}

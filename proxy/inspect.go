@@ -1,0 +1,184 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/inspect"
+	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/record"
+)
+
+// inspects reports whether the tunnel's decision hands it to the
+// inspection engine: an engine is configured and the deciding rule says
+// inspect: true (docs/design.md, "Inspection"). A tunnel of a blind rule
+// pays one field check of its decision, no lookup.
+func (t *tunnel) inspects() bool {
+	if t.p.cfg.Inspect == nil {
+		return false
+	}
+	d := t.ex.decision()
+	return d.Inspect && t.p.cfg.Policy().Inspects(d)
+}
+
+// serveInspected hands the tunnel, its ClientHello checked (t.replay holds
+// the bytes read from the client so far, replayed), to the inspection engine
+// instead of the relay, and keeps what the engine says of it for the
+// tunnel's record. Closing the tunnel's connections (revocation, the drain
+// cut) ends the engine.
+func (t *tunnel) serveInspected() {
+	ex := t.ex
+	client := &countingConn{Conn: t.client, t: t, pre: t.replay}
+	t.replay = nil
+	tun, err := t.p.cfg.Inspect.Serve(t.p.cutCtx, inspect.Args{
+		Client: client, Upstream: t.upstream,
+		Host: ex.host, Port: ex.port,
+		Decide: t.decideRequest, Record: t.recordExchange,
+	})
+	t.mu.Lock()
+	t.inspected = &tun
+	t.mu.Unlock()
+	switch tun.Outcome {
+	case inspect.OutcomeUpstreamTLSFailed:
+		ex.outcome = record.OutcomeUpstreamTLSFailed
+		ex.setError("upstream TLS: " + tun.VerifyError)
+	case inspect.OutcomeClientTLSFailed:
+		ex.outcome = record.OutcomeClientTLSFailed
+	}
+	if err != nil && !t.closedByUs() {
+		t.fail(err)
+	}
+}
+
+// closedByUs reports whether the tunnel's connections were closed by
+// egressd (revocation, the drain cut): the engine's error then only says
+// that its connection went away.
+func (t *tunnel) closedByUs() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed || t.revoked
+}
+
+// decideRequest decides one request inside an inspected tunnel by the one
+// decision of its tunnel: the tunnel's decision in force, made again
+// against the current snapshot when a reload replaced the one it was made
+// on (so that the rule index names a rule of the snapshot that decides the
+// request), then host-mismatch through Decision.Deny (audit mode softens
+// it, as on the plain-HTTP path), else Snapshot.DecideRequest.
+func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
+	snap := t.p.cfg.Policy()
+	d := t.tunnelDecision(snap)
+	if r.HostMismatch {
+		d = d.Deny(policy.ReasonHostMismatch)
+	} else {
+		d = snap.DecideRequest(d, r.Method, r.Target)
+	}
+	return inspect.Verdict{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
+}
+
+// tunnelDecision is the tunnel's decision for a request decided against
+// snap. t.inspSnap and t.inspDec cache it per snapshot (HTTP/2 decides
+// streams concurrently: under t.mu).
+func (t *tunnel) tunnelDecision(snap *policy.Snapshot) policy.Decision {
+	t.mu.Lock()
+	cached, d, peer := t.inspSnap, t.inspDec, t.peer
+	t.mu.Unlock()
+	if cached == snap {
+		return t.ex.decision().Then(d)
+	}
+	ex := t.ex
+	d = t.p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer)
+	t.mu.Lock()
+	t.inspSnap, t.inspDec = snap, d
+	t.mu.Unlock()
+	return ex.decision().Then(d)
+}
+
+// recordExchange writes the record of one HTTP exchange inside the tunnel
+// (kind inspected, tunnel = the tunnel's id). The engine puts no header
+// value, body or query in an Exchange; the error is redacted as every
+// other.
+func (t *tunnel) recordExchange(x inspect.Exchange) {
+	ex := t.ex
+	r := record.Record{
+		ID: audit.NewID(), Start: x.Start, Kind: record.KindInspected, Tunnel: ex.rec.ID,
+		Client: ex.rec.Client, Host: ex.host, Port: ex.port, Mode: ex.rec.Mode, Peer: ex.rec.Peer,
+		HTTP: &record.HTTP{Method: x.Method, Path: x.Path, Status: x.Status,
+			RedirectHost: x.RedirectHost, Proto: x.Proto},
+		BytesSent: x.BytesReceived, BytesReceived: x.BytesSent,
+		DurationMS: float64(x.Duration.Microseconds()) / 1000,
+	}
+	d, ok := x.Verdict.Decision.(policy.Decision)
+	if !ok {
+		// A request the engine refused before it could be decided (a head
+		// that does not parse): refused in every mode.
+		d = policy.Denied(policy.Reason(x.Verdict.Reason))
+	}
+	r.SetDecision(d)
+	switch {
+	case !d.Allowed():
+		r.Outcome = record.OutcomeRefused
+	case x.Error != "":
+		r.Outcome = record.OutcomeUpstreamError
+	default:
+		r.Outcome = record.OutcomeOK
+	}
+	if x.Error != "" {
+		r.Error = audit.RedactText(x.Error)
+	}
+	t.p.mc.requests.Get(requestLabels{r.Kind, r.Verdict, r.Reason, false}).Inc()
+	t.p.cfg.Audit.Write(&r)
+}
+
+// inspectedTLSLocked adds what the engine says of the tunnel to its
+// record's tls, and the request count. t.mu is held.
+func (t *tunnel) inspectedTLSLocked(tl *record.TLS) {
+	in := t.inspected
+	if in == nil || !in.Inspected {
+		return
+	}
+	tl.Inspected, tl.ALPN, tl.Result = true, in.ALPN, "established"
+	tl.OriginCert = &record.OriginCert{Subject: in.Origin.Subject, Issuer: in.Origin.Issuer, NotAfter: in.Origin.NotAfter}
+}
+
+// errNotTLSInspected refuses a tunnel of an inspecting rule whose client
+// does not speak TLS first: egressd cannot see inside what it cannot
+// terminate, and relaying it blind would pass by the rule's http entries.
+var errNotTLSInspected = errors.New("proxy: the tunnel's rule inspects, and the client's first message is not a TLS ClientHello")
+
+// countingConn is an inspected tunnel's client connection as the engine
+// sees it: the bytes already read (the ClientHello) replayed first, every
+// byte counted into the tunnel's record and its idle clock.
+type countingConn struct {
+	net.Conn
+	t   *tunnel
+	pre []byte
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(b, c.pre)
+		c.pre = c.pre[n:]
+		c.count(&c.t.sent, n)
+		return n, nil
+	}
+	n, err := c.Conn.Read(b)
+	c.count(&c.t.sent, n)
+	return n, err
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.count(&c.t.recv, n)
+	return n, err
+}
+
+func (c *countingConn) count(n *atomic.Int64, k int) {
+	if k > 0 {
+		n.Add(int64(k))
+		c.t.last.Store(time.Now().UnixNano())
+	}
+}

@@ -1,0 +1,48 @@
+package report
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/egressd/egressd/auditlog"
+)
+
+// TestHTTPStatusPerHost: the statuses of plain HTTP records and of the
+// exchanges of inspected tunnels are counted per destination; a tunnel
+// record, which has none, adds nothing.
+func TestHTTPStatusPerHost(t *testing.T) {
+	const pod = `"client":{"ip":"10.0.0.7","namespace":"llm-prod","pod":"llm-0","workload":{"kind":"Deployment","name":"llm"}}`
+	lines := []string{
+		`{"time":"2026-07-01T10:00:01Z","id":"t1","kind":"connect",` + pod + `,"host":"api.example.com","port":443,"verdict":"allow","reason":"allowed","tls":{"result":"established","inspected":true},"requests":3,"outcome":"ok"}`,
+		`{"time":"2026-07-01T10:00:00Z","id":"a","kind":"inspected","tunnel":"t1",` + pod + `,"host":"api.example.com","port":443,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":200,"proto":"HTTP/2.0"},"outcome":"ok"}`,
+		`{"time":"2026-07-01T10:00:00Z","id":"b","kind":"inspected","tunnel":"t1",` + pod + `,"host":"api.example.com","port":443,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":404,"proto":"HTTP/2.0"},"outcome":"ok"}`,
+		`{"time":"2026-07-01T10:00:00Z","id":"c","kind":"inspected","tunnel":"t1",` + pod + `,"host":"api.example.com","port":443,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":200,"proto":"HTTP/2.0"},"outcome":"ok"}`,
+		`{"time":"2026-07-01T10:00:00Z","id":"d","kind":"http",` + pod + `,"host":"mirror.example.com","port":80,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":302,"redirect_host":"files.example.net"},"outcome":"ok"}`,
+	}
+	rep, err := Build(Config{}, []auditlog.Input{{Name: "-", Open: func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader(strings.Join(lines, "\n") + "\n")), nil
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]int64{}
+	for _, w := range rep.Workloads {
+		for _, d := range w.Destinations {
+			got[d.Host] = d.HTTPStatus
+		}
+	}
+	for _, tt := range []struct {
+		host string
+		want map[string]int64
+	}{
+		{"api.example.com", map[string]int64{"200": 2, "404": 1}},
+		{"mirror.example.com", map[string]int64{"302": 1}},
+	} {
+		t.Run(tt.host, func(t *testing.T) {
+			if g := got[tt.host]; len(g) != len(tt.want) || g["200"] != tt.want["200"] || g["404"] != tt.want["404"] || g["302"] != tt.want["302"] {
+				t.Fatalf("http_status of %s = %v; want %v", tt.host, g, tt.want)
+			}
+		})
+	}
+}
