@@ -1,32 +1,40 @@
 package auditlog
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/egressd/egressd/record"
 )
 
-// Decoder turns one JSON line into a Record without reflection: report
-// reads millions of records, and encoding/json spent most of a record's
-// cost in reflection and in allocating every string (BenchmarkDecode
-// compares the two). It reads the members Record needs and skips the rest
-// (unknown members included, so that newer records still read). Keys are
-// matched exactly, as audit writes them.
+// Decoder turns one JSON line into a record.Record without encoding/json:
+// report reads millions of records, and encoding/json spent most of a
+// record's cost in reflection over every key and in allocating every
+// string (BenchmarkDecode compares the two; FuzzDecode holds them equal).
+// Which members exist and where they go comes from record.Record itself
+// (plan.go); members a caller never reads can be skipped, and unknown
+// members are skipped, so that newer records still read. Keys are matched
+// exactly, as audit writes them.
 //
 // Repeated strings (hosts, pods, reasons) are interned: a record costs no
-// allocation once its strings were seen. The table is bounded; past the
-// bound, strings are allocated and not kept.
+// allocation once its strings were seen, but for its id. The table is
+// bounded; past the bound, strings are allocated and not kept. Pointed-to
+// parts (dns, tls, http, client.workload, rule) and string lists come
+// from slabs that the Decoder allocates a few hundred at a time and never
+// reuses, so a decoded record stays valid after the next Decode.
 type Decoder struct {
 	strs    map[string]string
 	cache   [internCache]string // direct-mapped in front of strs
 	scratch []byte              // unescaped string being built
-	answers []string
-	// full decodes what only suggest needs too (client.uid, purpose,
-	// owner, mode, dns.answers, tls.version); report skips
-	// them.
-	full bool
+	list    []string            // string list being built
+	chunk   []byte              // bytes of strings that are not interned
+	strSlab []string
+	slabs   []reflect.Value // one slice per slabTypes entry
+	slabAt  []int
+	skip    []bool // by member.id
 }
 
 // internCache is the size of the direct-mapped cache in front of the
@@ -38,10 +46,28 @@ const internCache = 1 << 12
 // of a large CDN, a DNS tunnel's random names) are allocated per record.
 const maxInterned = 1 << 17
 
-// NewDecoder returns a Decoder; full decodes the members only suggest
-// needs too (see Decoder.full).
-func NewDecoder(full bool) *Decoder {
-	return &Decoder{strs: make(map[string]string, 1024), full: full}
+// slabSize is how many parts of one type a slab holds.
+const slabSize = 256
+
+// NewDecoder returns a Decoder that leaves the members named in skip (as
+// Members lists them: "dns" skips the whole object, "tls.version" one
+// member of it) at their zero value without decoding them. A name that is
+// no member is an error.
+func NewDecoder(skip ...string) (*Decoder, error) {
+	d := &Decoder{
+		strs:   make(map[string]string, 1024),
+		slabs:  make([]reflect.Value, len(slabTypes)),
+		slabAt: make([]int, len(slabTypes)),
+		skip:   make([]bool, memberCount),
+	}
+	for _, path := range skip {
+		m := recordPlan.find(path)
+		if m == nil {
+			return nil, fmt.Errorf("auditlog: skip %q: no member of record.Record (Members lists them)", path)
+		}
+		d.skip[m.id] = true
+	}
+	return d, nil
 }
 
 var (
@@ -49,183 +75,120 @@ var (
 	errType   = errors.New("unexpected type")
 )
 
-// Decode parses line (one JSON object) into r.
-func (d *Decoder) Decode(line []byte, r *Record) error {
-	answers := r.Answers[:0]
-	*r = Record{Rule: -1}
-	d.answers = answers
-	i := skipWS(line, 0)
-	end, err := d.object(line, i, func(key []byte, i int) (int, error) { return d.top(line, key, i, r) })
+// Decode parses line (one JSON object) into r, as json.Unmarshal into a
+// zero record.Record would.
+func (d *Decoder) Decode(line []byte, r *record.Record) error {
+	*r = record.Record{}
+	end, err := d.object(line, skipWS(line, 0), recordPlan, reflect.ValueOf(r).Elem())
 	if err != nil {
 		return err
 	}
 	if skipWS(line, end) != len(line) {
 		return fmt.Errorf("%w: data after the object", errSyntax)
 	}
-	r.Answers = d.answers
-	// A record without start (first release), or whose start the logger
-	// defaulted to its time, started duration_ms before it was written.
-	if r.Start.IsZero() || (r.Start.Equal(r.Time) && r.DurationMS > 0) {
-		r.Start = r.Time.Add(-time.Duration(r.DurationMS * float64(time.Millisecond)))
+	return nil
+}
+
+// value decodes the value at b[i] into v as m says.
+func (d *Decoder) value(b []byte, i int, m *member, v reflect.Value) (int, error) {
+	var err error
+	switch m.op {
+	case opString:
+		var s string
+		if m.unique {
+			s, i, err = d.ownStr(b, i)
+		} else {
+			s, i, err = d.str(b, i)
+		}
+		v.SetString(s)
+	case opBool:
+		var t bool
+		t, i, err = d.bool(b, i)
+		v.SetBool(t)
+	case opInt:
+		var n int64
+		n, i, err = d.int(b, i)
+		v.SetInt(n)
+	case opUint:
+		var n int64
+		n, i, err = d.int(b, i)
+		v.SetUint(uint64(n))
+	case opFloat:
+		var f float64
+		f, i, err = d.float(b, i)
+		v.SetFloat(f)
+	case opTime:
+		var t time.Time
+		t, i, err = d.time(b, i)
+		*v.Addr().Interface().(*time.Time) = t // no boxing, unlike v.Set
+	case opStrings:
+		var ss []string
+		if ss, i, err = d.strings(b, i); err != nil {
+			break
+		}
+		if p, ok := v.Addr().Interface().(*[]string); ok {
+			*p = ss // no boxing, unlike v.Set
+		} else {
+			v.Set(reflect.ValueOf(ss).Convert(v.Type()))
+		}
+	case opStruct:
+		i, err = d.object(b, i, m.sub, v)
+	case opPtr:
+		if isNull(b, i) {
+			return i + 4, nil
+		}
+		p := d.alloc(m.slab)
+		if i, err = d.value(b, i, m.elem, p.Elem()); err == nil {
+			v.Set(p)
+		}
+	case opJSON:
+		var j int
+		if j, err = skipValue(b, i); err == nil {
+			err = json.Unmarshal(b[i:j], v.Addr().Interface())
+			i = j
+		}
 	}
-	if r.Event == "" {
-		r.Event = record.EventEnd
+	return i, err
+}
+
+// alloc returns a pointer to a new zero element of slab n.
+func (d *Decoder) alloc(n int) reflect.Value {
+	if !d.slabs[n].IsValid() || d.slabAt[n] == slabSize {
+		d.slabs[n] = reflect.MakeSlice(reflect.SliceOf(slabTypes[n]), slabSize, slabSize)
+		d.slabAt[n] = 0
+	}
+	p := d.slabs[n].Index(d.slabAt[n]).Addr()
+	d.slabAt[n]++
+	return p
+}
+
+// keep copies the string list being built into the string slab; the
+// result's capacity ends at its length, so appending to it copies.
+func (d *Decoder) keep(ss []string) []string {
+	if d.strSlab == nil || len(d.strSlab)+len(ss) > cap(d.strSlab) {
+		d.strSlab = make([]string, 0, max(slabSize, len(ss)))
+	}
+	n := len(d.strSlab)
+	d.strSlab = append(d.strSlab, ss...)
+	return d.strSlab[n:len(d.strSlab):len(d.strSlab)]
+}
+
+// find returns the member at path ("tls.version"), or nil.
+func (p *plan) find(path string) *member {
+	for _, m := range p.order {
+		if m.path == path {
+			return m
+		}
+		e := m
+		if e.op == opPtr {
+			e = e.elem
+		}
+		if e.op == opStruct && len(path) > len(m.path) && path[:len(m.path)+1] == m.path+"." {
+			return e.sub.find(path)
+		}
 	}
 	return nil
 }
 
-// top decodes one member of the record object.
-func (d *Decoder) top(b, key []byte, i int, r *Record) (int, error) {
-	var err error
-	switch string(key) {
-	case "time":
-		r.Time, i, err = d.time(b, i)
-	case "start":
-		r.Start, i, err = d.time(b, i)
-	case "event":
-		r.Event, i, err = d.str(b, i)
-	case "id":
-		r.ID, i, err = d.raw(b, i)
-	case "kind":
-		r.Kind, i, err = d.str(b, i)
-	case "tunnel":
-		r.Tunnel, i, err = d.raw(b, i)
-	case "client":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) { return d.client(b, key, i, &r.Client) })
-	case "host":
-		r.Host, i, err = d.str(b, i)
-	case "port":
-		var n int64
-		n, i, err = d.int(b, i)
-		r.Port = int(n)
-	case "verdict":
-		r.Verdict, i, err = d.str(b, i)
-	case "would_deny":
-		r.WouldDeny, i, err = d.bool(b, i)
-	case "reason":
-		r.Reason, i, err = d.str(b, i)
-	case "policy":
-		r.Policy, i, err = d.str(b, i)
-	case "rule":
-		var n int64
-		n, i, err = d.int(b, i)
-		r.Rule = int(n)
-	case "purpose", "owner", "mode", "dns":
-		if !d.full {
-			i, err = skipValue(b, i)
-			break
-		}
-		i, err = d.suggestOnly(b, key, i, r)
-	case "probe":
-		r.Probe, i, err = d.str(b, i)
-	case "peer":
-		r.Peer, i, err = d.str(b, i)
-	case "tls":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
-			var err error
-			switch string(key) {
-			case "result":
-				r.TLSResult, i, err = d.str(b, i)
-			case "version":
-				if !d.full {
-					return skipValue(b, i)
-				}
-				r.TLSVersion, i, err = d.str(b, i)
-			case "inspected":
-				r.TLSInspected, i, err = d.bool(b, i)
-			default:
-				i, err = skipValue(b, i)
-			}
-			return i, err
-		})
-	case "http":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
-			var err error
-			switch string(key) {
-			case "status":
-				var n int64
-				n, i, err = d.int(b, i)
-				r.HTTPStatus = int(n)
-			case "redirect_host":
-				r.RedirectHost, i, err = d.str(b, i)
-			default:
-				i, err = skipValue(b, i)
-			}
-			return i, err
-		})
-	case "bytes_sent":
-		r.BytesSent, i, err = d.int(b, i)
-	case "bytes_received":
-		r.BytesReceived, i, err = d.int(b, i)
-	case "duration_ms":
-		r.DurationMS, i, err = d.float(b, i)
-	case "outcome":
-		r.Outcome, i, err = d.str(b, i)
-	case "count":
-		r.Count, i, err = d.int(b, i)
-	case "requests":
-		r.InspectedRequests, i, err = d.int(b, i)
-	default:
-		i, err = skipValue(b, i)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", key, err)
-	}
-	return i, nil
-}
-
-// suggestOnly decodes the members only suggest reads.
-func (d *Decoder) suggestOnly(b, key []byte, i int, r *Record) (int, error) {
-	var err error
-	switch string(key) {
-	case "purpose":
-		r.Purpose, i, err = d.str(b, i)
-	case "owner":
-		r.Owner, i, err = d.str(b, i)
-	case "mode":
-		r.Mode, i, err = d.str(b, i)
-	case "dns":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
-			if string(key) == "answers" {
-				return d.strings(b, i)
-			}
-			return skipValue(b, i)
-		})
-	}
-	return i, err
-}
-
-func (d *Decoder) client(b, key []byte, i int, c *Client) (int, error) {
-	var err error
-	switch string(key) {
-	case "ip":
-		c.IP, i, err = d.str(b, i)
-	case "namespace":
-		c.Namespace, i, err = d.str(b, i)
-	case "pod":
-		c.Pod, i, err = d.str(b, i)
-	case "serviceAccount":
-		c.ServiceAccount, i, err = d.str(b, i)
-	case "uid":
-		if !d.full {
-			return skipValue(b, i)
-		}
-		c.UID, i, err = d.str(b, i)
-	case "workload":
-		i, err = d.object(b, i, func(key []byte, i int) (int, error) {
-			var err error
-			switch string(key) {
-			case "kind":
-				c.Workload.Kind, i, err = d.str(b, i)
-			case "name":
-				c.Workload.Name, i, err = d.str(b, i)
-			default:
-				i, err = skipValue(b, i)
-			}
-			return i, err
-		})
-	default:
-		i, err = skipValue(b, i)
-	}
-	return i, err
-}
+// skipped reports whether the Decoder leaves m alone.
+func (d *Decoder) skipped(m *member) bool { return d.skip[m.id] }

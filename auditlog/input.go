@@ -122,24 +122,22 @@ type Reader struct {
 	split splitter
 }
 
-// NewReader returns a Reader with workers decoding goroutines; zero means
-// one per CPU (GOMAXPROCS), at most four. Records from it lack
-// client.uid, purpose, owner, mode, dns.answers, tls.version and
-// http.status, which a report does not show; NewFullReader's have them.
-func NewReader(workers int) *Reader { return newReader(workers, false) }
-
-// NewFullReader returns a Reader that decodes every field of Record.
-func NewFullReader(workers int) *Reader { return newReader(workers, true) }
-
-func newReader(workers int, full bool) *Reader {
+// NewReader returns a Reader with workers decoding goroutines (zero means
+// one per CPU, GOMAXPROCS, at most four) whose records lack the members
+// named in skip (see NewDecoder): a report skips what it does not show.
+func NewReader(workers int, skip ...string) (*Reader, error) {
 	if workers <= 0 {
 		workers = min(runtime.GOMAXPROCS(0), 4)
 	}
 	rd := &Reader{free: make(chan *batch, workers+4)}
 	for range workers {
-		rd.decs = append(rd.decs, NewDecoder(full))
+		d, err := NewDecoder(skip...)
+		if err != nil {
+			return nil, err
+		}
+		rd.decs = append(rd.decs, d)
 	}
-	return rd
+	return rd, nil
 }
 
 // Read reads every record of in and calls fn with it; the Record is reused
@@ -352,11 +350,14 @@ func (b *batch) decode(d *Decoder) {
 			recs = recs[:len(recs)+1]
 		}
 		r := &recs[len(recs)-1]
+		r.Open = false
 		// The operational log is JSON too, without verdict and kind.
-		if err := d.Decode(line, r); err != nil || (r.Verdict == "" && r.Kind == "") {
+		if err := d.Decode(line, &r.Record); err != nil || (r.Verdict == "" && r.Kind == "") {
 			b.skip++
 			recs = recs[:len(recs)-1]
+			continue
 		}
+		withDefaults(&r.Record)
 	}
 	b.recs = recs
 }

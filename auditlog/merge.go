@@ -3,6 +3,7 @@ package auditlog
 import (
 	"hash/maphash"
 	"slices"
+	"strings"
 
 	"github.com/egressd/egressd/record"
 )
@@ -47,7 +48,7 @@ func (m *Merger) Add(r *Record) {
 		}
 		return
 	}
-	h := maphash.Bytes(m.seed, r.ID)
+	h := maphash.String(m.seed, r.ID)
 	if r.Event == record.EventInterim {
 		if m.ends.has(h) {
 			m.stats.Interim++
@@ -59,7 +60,8 @@ func (m *Merger) Add(r *Record) {
 				return
 			}
 		}
-		m.open[h] = clone(r)
+		c := *r // a decoded record's parts are never reused (Decoder)
+		m.open[h] = &c
 		return
 	}
 	if !m.ends.add(h) {
@@ -84,7 +86,7 @@ func (m *Merger) Flush() {
 		if c := a.Start.Compare(b.Start); c != 0 {
 			return c
 		}
-		return slices.Compare(a.ID, b.ID)
+		return strings.Compare(a.ID, b.ID)
 	})
 	for _, r := range open {
 		r.Open = true
@@ -92,13 +94,6 @@ func (m *Merger) Flush() {
 		m.emit(r)
 	}
 	clear(m.open)
-}
-
-func clone(r *Record) *Record {
-	c := *r
-	c.ID = slices.Clone(r.ID)
-	c.Answers = slices.Clone(r.Answers)
-	return &c
 }
 
 // idSet is a set of 64-bit hashes with open addressing and linear probing;

@@ -5,12 +5,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/egressd/egressd/record"
 )
 
 func TestMerger(t *testing.T) {
 	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
 	rec := func(id, event string, sec int, sent int64) Record {
-		return Record{ID: []byte(id), Event: event, Start: t0, Time: t0.Add(time.Duration(sec) * time.Second), BytesSent: sent, Rule: -1}
+		return Record{Record: record.Record{ID: id, Event: event, Start: t0, Time: t0.Add(time.Duration(sec) * time.Second), BytesSent: sent}}
 	}
 	type out struct {
 		id   string
@@ -100,7 +102,10 @@ func TestReaderInputs(t *testing.T) {
 	for _, tc := range cases {
 		for _, workers := range []int{1, 2} {
 			t.Run(tc.name+"/workers="+strconv.Itoa(workers), func(t *testing.T) {
-				rd := NewReader(workers)
+				rd, err := NewReader(workers)
+				if err != nil {
+					t.Fatal(err)
+				}
 				// Blocks come in no particular order with two workers:
 				// the last host of the input is the greatest here.
 				var last string

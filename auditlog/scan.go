@@ -3,19 +3,21 @@ package auditlog
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // The JSON primitives of Decoder: objects, strings (interned or raw,
 // unescaped as encoding/json does), numbers, booleans, RFC 3339 times,
 // and skipping a value.
 
-// object reads the object at b[i] (or null), calling member for each key
-// with i at the member's value; member returns the index after the value.
-func (d *Decoder) object(b []byte, i int, member func(key []byte, i int) (int, error)) (int, error) {
+// object reads the object at b[i] (or null) into v, a struct of p's type,
+// and returns the index after it.
+func (d *Decoder) object(b []byte, i int, p *plan, v reflect.Value) (int, error) {
 	i = skipWS(b, i)
 	if isNull(b, i) {
 		return i + 4, nil
@@ -27,6 +29,7 @@ func (d *Decoder) object(b []byte, i int, member func(key []byte, i int) (int, e
 	if i < len(b) && b[i] == '}' {
 		return i + 1, nil
 	}
+	prev := -1
 	for {
 		if i >= len(b) || b[i] != '"' {
 			return 0, fmt.Errorf("%w: want a key", errSyntax)
@@ -35,14 +38,18 @@ func (d *Decoder) object(b []byte, i int, member func(key []byte, i int) (int, e
 		if err != nil {
 			return 0, err
 		}
-		if key, err = d.ownKey(key); err != nil {
-			return 0, err
-		}
 		i = skipWS(b, next)
 		if i >= len(b) || b[i] != ':' {
 			return 0, fmt.Errorf("%w: want ':'", errSyntax)
 		}
-		if i, err = member(key, skipWS(b, i+1)); err != nil {
+		i = skipWS(b, i+1)
+		var m *member
+		if m, prev = p.lookup(key, prev); m == nil || d.skipped(m) {
+			i, err = skipValue(b, i)
+		} else if i, err = d.value(b, i, m, v.Field(m.index)); err != nil {
+			err = fmt.Errorf("%s: %w", m.path, err)
+		}
+		if err != nil {
 			return 0, err
 		}
 		i = skipWS(b, i)
@@ -60,15 +67,6 @@ func (d *Decoder) object(b []byte, i int, member func(key []byte, i int) (int, e
 	}
 }
 
-// ownKey copies a key that was unescaped into scratch, which member
-// values overwrite.
-func (d *Decoder) ownKey(key []byte) ([]byte, error) {
-	if len(d.scratch) > 0 && len(key) > 0 && &key[0] == &d.scratch[0] {
-		return append([]byte(nil), key...), nil
-	}
-	return key, nil
-}
-
 // str reads a string (or null, as "") and interns it.
 func (d *Decoder) str(b []byte, i int) (string, int, error) {
 	if isNull(b, i) {
@@ -81,21 +79,29 @@ func (d *Decoder) str(b []byte, i int) (string, int, error) {
 	return d.intern(s), next, nil
 }
 
-// raw reads a string and returns its bytes without interning; they alias
-// b or the scratch buffer and are valid until the next string is read.
-func (d *Decoder) raw(b []byte, i int) ([]byte, int, error) {
+// ownStr reads a string (or null, as "") without interning it: its bytes
+// are copied into a chunk that is only ever appended to, so that a string
+// seen once (an id) costs no allocation of its own.
+func (d *Decoder) ownStr(b []byte, i int) (string, int, error) {
 	if isNull(b, i) {
-		return nil, i + 4, nil
+		return "", i + 4, nil
 	}
 	s, next, err := d.rawString(b, i)
-	if err != nil {
-		return nil, 0, err
+	if err != nil || len(s) == 0 {
+		return "", next, err
 	}
-	if len(d.scratch) > 0 && len(s) > 0 && &s[0] == &d.scratch[0] {
-		s = append([]byte(nil), s...) // scratch is reused by the next string
+	if len(d.chunk)+len(s) > cap(d.chunk) {
+		d.chunk = make([]byte, 0, max(chunkSize, len(s)))
 	}
-	return s, next, nil
+	n := len(d.chunk)
+	d.chunk = append(d.chunk, s...)
+	// The bytes are never written again: the chunk only grows, and a new
+	// one replaces it when full.
+	return unsafe.String(&d.chunk[n], len(s)), next, nil
 }
+
+// chunkSize is the size of the chunks ownStr copies strings into.
+const chunkSize = 64 << 10
 
 func (d *Decoder) intern(s []byte) string {
 	if len(s) == 0 {
@@ -118,35 +124,37 @@ func (d *Decoder) intern(s []byte) string {
 	return v
 }
 
-// strings reads an array of strings into d.answers.
-func (d *Decoder) strings(b []byte, i int) (int, error) {
+// strings reads an array of strings (or null, as nil) into a list the
+// Decoder keeps no hold of.
+func (d *Decoder) strings(b []byte, i int) ([]string, int, error) {
 	if isNull(b, i) {
-		return i + 4, nil
+		return nil, i + 4, nil
 	}
 	if i >= len(b) || b[i] != '[' {
-		return 0, fmt.Errorf("%w: want an array", errType)
+		return nil, 0, fmt.Errorf("%w: want an array", errType)
 	}
+	d.list = d.list[:0]
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return i + 1, nil
+		return d.keep(nil), i + 1, nil
 	}
 	for {
 		s, next, err := d.str(b, i)
 		if err != nil {
-			return 0, err
+			return nil, 0, err
 		}
-		d.answers = append(d.answers, s)
+		d.list = append(d.list, s)
 		i = skipWS(b, next)
 		if i >= len(b) {
-			return 0, fmt.Errorf("%w: unterminated array", errSyntax)
+			return nil, 0, fmt.Errorf("%w: unterminated array", errSyntax)
 		}
 		switch b[i] {
 		case ',':
 			i = skipWS(b, i+1)
 		case ']':
-			return i + 1, nil
+			return d.keep(d.list), i + 1, nil
 		default:
-			return 0, fmt.Errorf("%w: want ',' or ']'", errSyntax)
+			return nil, 0, fmt.Errorf("%w: want ',' or ']'", errSyntax)
 		}
 	}
 }

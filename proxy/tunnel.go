@@ -182,7 +182,7 @@ func (t *tunnel) start(pre []byte, hello *sniff.ClientHello, check string, inlin
 			run()
 			return
 		}
-		t.p.relays.Go(run)
+		go run()
 		return
 	}
 	t.pending.Store(2)

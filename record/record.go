@@ -34,6 +34,9 @@ type Workload struct {
 	Name string `json:"name"`
 }
 
+// String returns "Kind/Name".
+func (w Workload) String() string { return w.Kind + "/" + w.Name }
+
 // Events of a record: exactly one end record per request; interim records
 // (same id) for requests still open after the interim interval.
 const (

@@ -233,11 +233,11 @@ func (a *Aggregator) count(r *auditlog.Record) {
 		}
 	}
 	rule := ""
-	if r.Policy != "" && r.Rule >= 0 {
+	if r.Policy != "" && r.Rule != nil && *r.Rule >= 0 {
 		// One string per rule, not per record.
-		k := ruleKey{r.Policy, r.Rule}
+		k := ruleKey{r.Policy, *r.Rule}
 		if rule = a.ruleIDs[k]; rule == "" {
-			rule = ruleID(r.Policy, r.Rule)
+			rule = ruleID(r.Policy, *r.Rule)
 			a.ruleIDs[k] = rule
 		}
 	}
@@ -253,11 +253,11 @@ func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, ma
 	if r.Outcome != "" {
 		d.outcomes.add(r.Outcome, n)
 	}
-	if r.TLSResult != "" {
-		d.tls.add(r.TLSResult, n)
+	if r.TLS != nil && r.TLS.Result != "" {
+		d.tls.add(r.TLS.Result, n)
 	}
-	if r.HTTPStatus >= 100 && r.HTTPStatus < len(statusCodes) {
-		d.status.add(statusCodes[r.HTTPStatus], n)
+	if h := r.HTTP; h != nil && h.Status >= 100 && h.Status < len(statusCodes) {
+		d.status.add(statusCodes[h.Status], n)
 	}
 	d.rules.add(rule, maxSet)
 	if r.Peer != "" {
@@ -556,7 +556,10 @@ func Build(cfg Config, inputs []auditlog.Input) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rd := auditlog.NewReader(0)
+	rd, err := auditlog.NewReader(0, Unread...)
+	if err != nil {
+		return nil, err
+	}
 	agg := NewAggregator(cfg, &rd.Stats)
 	for _, in := range inputs {
 		if err := rd.Read(in, agg.Add); err != nil {

@@ -9,7 +9,10 @@ func Build(cfg Config, inputs []auditlog.Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rd := auditlog.NewFullReader(0)
+	rd, err := auditlog.NewReader(0)
+	if err != nil {
+		return nil, err
+	}
 	m := auditlog.NewMerger(&rd.Stats, s.Add)
 	for _, in := range inputs {
 		if err := rd.Read(in, m.Add); err != nil {

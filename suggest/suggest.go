@@ -168,14 +168,14 @@ func (s *Suggester) Add(r *auditlog.Record) {
 	pk := podKey{r.Client.Namespace, r.Client.Pod}
 	if r.Verdict == "allow" {
 		s.timeline[pk] = append(s.timeline[pk], event{r.Start.UnixNano(), r.Host})
-		if r.RedirectHost != "" && r.RedirectHost != r.Host {
+		if r.HTTP != nil && r.HTTP.RedirectHost != "" && r.HTTP.RedirectHost != r.Host {
 			m := s.redirects[pk]
 			if m == nil {
 				m = map[string]string{}
 				s.redirects[pk] = m
 			}
-			if _, ok := m[r.RedirectHost]; !ok {
-				m[r.RedirectHost] = r.Host
+			if _, ok := m[r.HTTP.RedirectHost]; !ok {
+				m[r.HTTP.RedirectHost] = r.Host
 			}
 		}
 	}
@@ -218,7 +218,10 @@ func (s *Suggester) Add(r *auditlog.Record) {
 	if r.Time.After(c.last) {
 		c.last = r.Time
 	}
-	addrs := slices.Clone(r.Answers)
+	var addrs []string
+	if r.DNS != nil {
+		addrs = slices.Clone(r.DNS.Answers)
+	}
 	if r.Peer != "" {
 		if ap, err := netip.ParseAddrPort(r.Peer); err == nil {
 			addrs = append(addrs, ap.Addr().String())
