@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Base tools the tests drive as real clients: curl, python3 (urllib through
 # inspected tunnels), and ip (iproute2) for the network namespaces of the
-# injection end-to-end test (test/webhook). Idempotent.
+# injection end-to-end test (test/webhook), openssl (the inspection demo's
+# CA, make demo-inspect). Idempotent.
 set -euo pipefail
 missing=()
 command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
 command -v ip >/dev/null || missing+=(iproute2)
+command -v openssl >/dev/null || missing+=(openssl)
 if ((${#missing[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
