@@ -213,8 +213,9 @@ func (a *Aggregator) count(r *auditlog.Record) {
 	wa.sas.add(r.Client.ServiceAccount, a.cfg.MaxSet)
 	addCounts(&wa.out.Counts, class, n)
 	widen(&wa.out.FirstSeen, &wa.out.LastSeen, r.Start, r.Time)
-	wa.out.BytesSent += r.BytesSent
-	wa.out.BytesReceived += r.BytesReceived
+	sent, received := wireBytes(r)
+	wa.out.BytesSent += sent
+	wa.out.BytesReceived += received
 
 	dk := dkey{host: r.Host, port: r.Port, dns: r.Kind == record.KindDNS}
 	if dk.dns {
@@ -247,8 +248,9 @@ func (a *Aggregator) count(r *auditlog.Record) {
 func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, maxSet int) {
 	addCounts(&d.out.Counts, class, n)
 	widen(&d.out.FirstSeen, &d.out.LastSeen, r.Start, r.Time)
-	d.out.BytesSent += r.BytesSent
-	d.out.BytesReceived += r.BytesReceived
+	sent, received := wireBytes(r)
+	d.out.BytesSent += sent
+	d.out.BytesReceived += received
 	d.reasons.add(r.Reason, n)
 	if r.Outcome != "" {
 		d.outcomes.add(r.Outcome, n)
@@ -266,6 +268,16 @@ func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, ma
 	if r.Open {
 		d.out.Open += n
 	}
+}
+
+// wireBytes are the bytes a record adds to its row: none for an exchange
+// inside an inspected tunnel, whose bytes its tunnel's record already
+// counts.
+func wireBytes(r *auditlog.Record) (sent, received int64) {
+	if r.Kind == record.KindInspected {
+		return 0, 0
+	}
+	return r.BytesSent, r.BytesReceived
 }
 
 func (a *Aggregator) countUnknown(r *auditlog.Record, n int64) {

@@ -9,7 +9,7 @@ import (
 
 var csvHeader = []string{
 	"namespace", "workload_kind", "workload_name", "host", "port", "dns",
-	"requests", "allowed", "denied", "would_deny", "reasons", "outcomes", "tls",
+	"requests", "allowed", "denied", "would_deny", "reasons", "outcomes", "tls", "http_status",
 	"rules", "peers", "first_seen", "last_seen", "bytes_sent", "bytes_received", "open",
 	"pods", "service_accounts",
 }
@@ -37,7 +37,7 @@ func renderCSV(out io.Writer, rep *Report) error {
 			err := w.Write([]string{
 				wl.Namespace, wl.Kind, wl.Name, d.Host, port, boolStr(d.DNS),
 				itoa(d.Requests), itoa(d.Allowed), itoa(d.Denied), itoa(d.WouldDeny),
-				kvs(d.Reasons, ";"), kvs(d.Outcomes, ";"), kvs(d.TLS, ";"),
+				kvs(d.Reasons, ";"), kvs(d.Outcomes, ";"), kvs(d.TLS, ";"), kvs(d.HTTPStatus, ";"),
 				strings.Join(d.Rules, ";"), strings.Join(listMore(d.Peers, d.PeersTruncated), ";"),
 				csvTime(d.FirstSeen), csvTime(d.LastSeen), itoa(d.BytesSent), itoa(d.BytesReceived), itoa(d.Open),
 				strings.Join(listMore(wl.Pods, wl.PodsTruncated), ";"), strings.Join(wl.ServiceAccounts, ";"),
@@ -50,7 +50,7 @@ func renderCSV(out io.Writer, rep *Report) error {
 	for _, u := range rep.UnknownClients {
 		err := w.Write([]string{
 			"", "unknown-client", u.IP, strings.Join(listMore(u.Hosts, u.HostsTruncated), ";"), "", "false",
-			itoa(u.Requests), "0", itoa(u.Requests), "0", "unknown-client=" + itoa(u.Requests), "", "",
+			itoa(u.Requests), "0", itoa(u.Requests), "0", "unknown-client=" + itoa(u.Requests), "", "", "",
 			"", "", csvTime(u.FirstSeen), csvTime(u.LastSeen), "0", "0", "0", "", "",
 		})
 		if err != nil {

@@ -15,7 +15,7 @@ func TestHTTPStatusPerHost(t *testing.T) {
 	const pod = `"client":{"ip":"10.0.0.7","namespace":"llm-prod","pod":"llm-0","workload":{"kind":"Deployment","name":"llm"}}`
 	lines := []string{
 		`{"time":"2026-07-01T10:00:01Z","id":"t1","kind":"connect",` + pod + `,"host":"api.example.com","port":443,"verdict":"allow","reason":"allowed","tls":{"result":"established","inspected":true},"requests":3,"outcome":"ok"}`,
-		`{"time":"2026-07-01T10:00:00Z","id":"a","kind":"inspected","tunnel":"t1",` + pod + `,"host":"api.example.com","port":443,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":200,"proto":"HTTP/2.0"},"outcome":"ok"}`,
+		`{"time":"2026-07-01T10:00:00Z","id":"a","kind":"inspected","tunnel":"t1",` + pod + `,"host":"api.example.com","port":443,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":200,"proto":"HTTP/2.0"},"bytes_received":500,"outcome":"ok"}`,
 		`{"time":"2026-07-01T10:00:00Z","id":"b","kind":"inspected","tunnel":"t1",` + pod + `,"host":"api.example.com","port":443,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":404,"proto":"HTTP/2.0"},"outcome":"ok"}`,
 		`{"time":"2026-07-01T10:00:00Z","id":"c","kind":"inspected","tunnel":"t1",` + pod + `,"host":"api.example.com","port":443,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":200,"proto":"HTTP/2.0"},"outcome":"ok"}`,
 		`{"time":"2026-07-01T10:00:00Z","id":"d","kind":"http",` + pod + `,"host":"mirror.example.com","port":80,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":302,"redirect_host":"files.example.net"},"outcome":"ok"}`,
@@ -30,6 +30,11 @@ func TestHTTPStatusPerHost(t *testing.T) {
 	for _, w := range rep.Workloads {
 		for _, d := range w.Destinations {
 			got[d.Host] = d.HTTPStatus
+			// The tunnel's record counts the bytes on the wire; an
+			// exchange inside it adds none.
+			if d.Host == "api.example.com" && d.BytesReceived != 0 {
+				t.Errorf("api.example.com received %d bytes, want 0 (the tunnel's)", d.BytesReceived)
+			}
 		}
 	}
 	for _, tt := range []struct {

@@ -126,6 +126,9 @@ func detail(d *Destination) []string {
 	if len(d.TLS) > 0 {
 		parts = append(parts, "tls "+kvs(d.TLS, " "))
 	}
+	if len(d.HTTPStatus) > 0 {
+		parts = append(parts, "http "+kvs(d.HTTPStatus, " "))
+	}
 	if len(d.Peers) > 0 {
 		parts = append(parts, "peers "+strings.Join(listMore(d.Peers, d.PeersTruncated), " "))
 	}
