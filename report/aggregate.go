@@ -113,11 +113,12 @@ type dkey struct {
 }
 
 type workAgg struct {
-	out   WorkloadReport
-	pods  set
-	sas   set
-	dests map[dkey]*destAgg
-	other *destAgg
+	out       WorkloadReport
+	pods      set
+	sas       set
+	dests     map[dkey]*destAgg
+	other     *destAgg
+	redirects map[[2]string]*Redirect
 }
 
 type destAgg struct {
@@ -205,7 +206,7 @@ func (a *Aggregator) count(r *auditlog.Record) {
 	k := wkey{r.Client.Namespace, w.Kind, w.Name}
 	wa := a.works[k]
 	if wa == nil {
-		wa = &workAgg{dests: map[dkey]*destAgg{}}
+		wa = &workAgg{dests: map[dkey]*destAgg{}, redirects: map[[2]string]*Redirect{}}
 		wa.out.Namespace, wa.out.Workload = k.ns, w
 		a.works[k] = wa
 	}
@@ -243,6 +244,24 @@ func (a *Aggregator) count(r *auditlog.Record) {
 		}
 	}
 	d.add(r, class, n, rule, a.cfg.MaxSet)
+	if h := r.HTTP; h != nil && h.Status >= 300 && h.Status < 400 && h.RedirectHost != "" {
+		wa.addRedirect(r.Host, h.RedirectHost, n, a.cfg.MaxDestinations)
+	}
+}
+
+// addRedirect counts a recorded redirect from host from to host to.
+func (wa *workAgg) addRedirect(from, to string, n int64, max int) {
+	k := [2]string{from, to}
+	rd := wa.redirects[k]
+	if rd == nil {
+		if len(wa.redirects) >= max {
+			wa.out.RedirectsTruncated = true
+			return
+		}
+		rd = &Redirect{From: from, To: to}
+		wa.redirects[k] = rd
+	}
+	rd.Count += n
 }
 
 func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, maxSet int) {
@@ -345,6 +364,12 @@ func (a *Aggregator) Report() *Report {
 		if wa.other != nil {
 			w.Other = wa.other.finish()
 		}
+		for _, rd := range wa.redirects {
+			w.Redirects = append(w.Redirects, rd)
+		}
+		slices.SortFunc(w.Redirects, func(x, y *Redirect) int {
+			return cmp.Or(strings.Compare(x.From, y.From), strings.Compare(x.To, y.To))
+		})
 		rep.Workloads = append(rep.Workloads, w)
 	}
 	slices.SortFunc(rep.Workloads, func(x, y *WorkloadReport) int {

@@ -77,6 +77,16 @@ func TestHTMLInChromium(t *testing.T) {
 				t.Errorf("node %q not drawn", n.Label)
 			}
 		}
+		// The fixture's inspected tunnel recorded a 302 from the model
+		// host to the blob host: one arc, titled with both.
+		if arcs := strings.Count(dom, `<path class="redirect" `); arcs != len(g.Redirects) || arcs != 1 {
+			t.Errorf("%d redirect arcs in the DOM, want %d (and the fixture's 1)", arcs, len(g.Redirects))
+		}
+		for _, r := range g.Redirects {
+			if title := "<title>redirect: " + r.From.Label + " → " + r.To.Label + " ("; !strings.Contains(dom, title) {
+				t.Errorf("no redirect arc titled %q", title)
+			}
+		}
 	})
 
 	t.Run("control page without CSP is seen fetching", func(t *testing.T) {
@@ -181,7 +191,9 @@ func pageRequests(t *testing.T, path string) []string {
 }
 
 // checkScreenshot checks that the screenshot is not blank and shows the
-// graph: node fills and edges of every verdict class in the fixture.
+// graph: node fills and edges of every verdict class in the fixture, and
+// the redirect arc right of the hosts' column (so the legend's sample of
+// its colour does not count).
 func checkScreenshot(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.Open(path)
@@ -200,8 +212,10 @@ func checkScreenshot(t *testing.T, path string) {
 		"workload node":   {0xe3, 0xf2, 0xfd},
 		"host node":       {0xf3, 0xe5, 0xf5},
 	}
+	redirect := [3]uint8{0x00, 0x83, 0x8f}
 	counts := map[string]int{}
 	colors := map[[3]uint8]bool{}
+	hostsRight := -1 // the rightmost pixel of a host node's fill
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
@@ -212,7 +226,21 @@ func checkScreenshot(t *testing.T, path string) {
 					counts[name]++
 				}
 			}
+			if near(c, want["host node"], 4) {
+				hostsRight = max(hostsRight, x)
+			}
 		}
+	}
+	arc := 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := hostsRight + 1; hostsRight >= 0 && x < b.Max.X; x++ {
+			if near(rgb(img, x, y), redirect, 24) {
+				arc++
+			}
+		}
+	}
+	if arc < 40 {
+		t.Errorf("redirect arc: %d pixels of its colour right of the hosts (x > %d), want at least 40", arc, hostsRight)
 	}
 	if len(colors) < 16 {
 		t.Fatalf("the screenshot is blank: %d distinct colours", len(colors))

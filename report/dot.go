@@ -11,7 +11,8 @@ import (
 
 // renderDOT writes the dependency graph for Graphviz (dot -Tsvg):
 // workloads left, hosts right, an edge per verdict class labelled with
-// ports and requests; green allowed, red denied, orange dashed would-deny.
+// ports and requests; green allowed, red denied, orange dashed would-deny;
+// a recorded redirect is a teal dashed edge from host to host.
 func renderDOT(out io.Writer, rep *Report) error {
 	g := buildGraph(rep)
 	w := bufio.NewWriter(out)
@@ -41,6 +42,10 @@ func renderDOT(out io.Writer, rep *Report) error {
 		}
 		p("  %s -> %s [color=%s, style=%s, penwidth=%s, label=%s];", dotQuote(e.From.ID), dotQuote(e.To.ID),
 			dotQuote(edgeColors[e.Class]), style, e.Width, dotQuote(fmt.Sprintf("%s %s: %d", e.Class, e.Ports, e.Count)))
+	}
+	for _, r := range g.Redirects {
+		p("  %s -> %s [color=%s, style=dashed, constraint=false, penwidth=%s, label=%s];", dotQuote(r.From.ID), dotQuote(r.To.ID),
+			dotQuote(edgeColors[classRedirect]), r.Width, dotQuote(fmt.Sprintf("redirect (%s): %d", r.Workload, r.Count)))
 	}
 	if g.HiddenLeft+g.HiddenRight > 0 {
 		p("  // left out: %d clients and %d hosts with the fewest requests", g.HiddenLeft, g.HiddenRight)

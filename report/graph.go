@@ -12,10 +12,12 @@ import (
 
 // graph is the dependency map that dot and html draw: workloads (and
 // unknown clients) on the left, hosts on the right, an edge per workload,
-// host and verdict class.
+// host and verdict class, and an arc per workload and recorded redirect
+// from host to host (drawn right of the hosts' column).
 type graph struct {
 	Left, Right []*gnode
 	Edges       []*gedge
+	Redirects   []*gredirect
 	// HiddenLeft and HiddenRight count the nodes left out beyond the
 	// limits (the ones with the fewest requests).
 	HiddenLeft, HiddenRight int
@@ -41,6 +43,16 @@ type gedge struct {
 	Width    string // SVG stroke width
 }
 
+// gredirect is a recorded redirect of one workload: From answered a 3xx
+// whose Location named To.
+type gredirect struct {
+	From, To *gnode
+	Workload string // "namespace Kind/name"
+	Count    int64
+	Path     string // SVG path
+	Width    string // SVG stroke width
+}
+
 // Graph limits: a readable page, whatever the logs hold.
 const (
 	maxLeftNodes  = 80
@@ -49,6 +61,8 @@ const (
 	rowH          = 40
 	graphTop      = 48
 	graphWidth    = 1000
+	// redirectRoom is the room right of the hosts for redirect arcs.
+	redirectRoom = 96
 )
 
 func buildGraph(rep *Report) *graph {
@@ -103,6 +117,12 @@ func buildGraph(rep *Report) *graph {
 			addEdge(l, d.Host, auditlog.ClassDeny, port, d.Denied)
 			addEdge(l, d.Host, auditlog.ClassWouldDeny, port, d.WouldDeny)
 		}
+		for _, rd := range wl.Redirects {
+			// A redirect target the workload never asked for (it did not
+			// follow) is still a host of the map.
+			g.Redirects = append(g.Redirects, &gredirect{From: hostNode(rd.From, 0), To: hostNode(rd.To, 0),
+				Workload: wl.Namespace + " " + wl.Workload.String(), Count: rd.Count})
+		}
 	}
 	for _, u := range rep.UnknownClients {
 		l := &gnode{ID: "u:" + u.IP, Label: u.IP, Sub: "unknown client", Requests: u.Requests,
@@ -134,6 +154,7 @@ func buildGraph(rep *Report) *graph {
 	slices.SortFunc(g.Edges, func(a, b *gedge) int {
 		return cmp.Or(strings.Compare(a.From.ID, b.From.ID), strings.Compare(a.To.ID, b.To.ID), strings.Compare(a.Class, b.Class))
 	})
+	g.Redirects = slices.DeleteFunc(g.Redirects, func(r *gredirect) bool { return !shown[r.From] || !shown[r.To] })
 	g.layout()
 	return g
 }
@@ -164,6 +185,9 @@ func top(nodes []*gnode, n int, order func(a, b *gnode) int) ([]*gnode, int) {
 func (g *graph) layout() {
 	rows := max(len(g.Left), len(g.Right), 1)
 	g.Width = graphWidth
+	if len(g.Redirects) > 0 {
+		g.Width += redirectRoom
+	}
 	g.Height = graphTop + rows*rowH + 16
 	g.RightX = graphWidth - nodeW - 8
 	place := func(col []*gnode, x int) {
@@ -182,8 +206,23 @@ func (g *graph) layout() {
 		x2, y2 := e.To.X, e.To.Y+nodeH/2+offset[e.Class]
 		mid := (x1 + x2) / 2
 		e.Path = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x1, y1, mid, y1, mid, y2, x2, y2)
-		e.Width = fmt.Sprintf("%.1f", min(1.5+math.Log10(float64(e.Count)), 6))
+		e.Width = edgeWidth(e.Count)
 	}
+	// Arcs leave a host's right side a little above its middle and reach
+	// the target a little below, bulging further right one after the
+	// other, so that a redirect back and forth stays two arcs.
+	for i, r := range g.Redirects {
+		x := g.RightX + nodeW
+		y1, y2 := r.From.Y+nodeH/2-4, r.To.Y+nodeH/2+4
+		bulge := x + 36 + 12*(i%4)
+		r.Path = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x, y1, bulge, y1, bulge, y2, x+6, y2)
+		r.Width = edgeWidth(r.Count)
+	}
+}
+
+// edgeWidth is the stroke width of an edge of count requests.
+func edgeWidth(count int64) string {
+	return fmt.Sprintf("%.1f", min(1.5+math.Log10(float64(count)), 6))
 }
 
 // splitHostPort splits "host:port" or "[v6]:port"; a bare host has no port.
@@ -202,9 +241,14 @@ func splitHostPort(s string) (string, string) {
 	return host, port
 }
 
-// edgeColors are the colours of the verdict classes, in dot and html.
+// edgeColors are the colours of the verdict classes and of redirects, in
+// dot and html.
 var edgeColors = map[string]string{
 	auditlog.ClassAllow:     "#2e7d32",
 	auditlog.ClassDeny:      "#c62828",
 	auditlog.ClassWouldDeny: "#ef6c00",
+	classRedirect:           "#00838f",
 }
+
+// classRedirect names redirect arcs (their colour, their SVG class).
+const classRedirect = "redirect"

@@ -105,6 +105,20 @@ type WorkloadReport struct {
 	Destinations  []*Destination `json:"destinations"`
 	// Other counts requests to destinations beyond MaxDestinations.
 	Other *Destination `json:"other_destinations,omitempty"`
+	// Redirects are the recorded redirects (a 3xx answer naming
+	// http.redirect_host, from plain HTTP and inspected tunnels), by
+	// from and to host.
+	Redirects []*Redirect `json:"redirects,omitempty"`
+	// RedirectsTruncated: more distinct redirects than MaxDestinations
+	// were seen; those are not listed.
+	RedirectsTruncated bool `json:"redirects_truncated,omitempty"`
+}
+
+// Redirect is a host whose answer sent the workload on to another host.
+type Redirect struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Count int64  `json:"count"`
 }
 
 // Destination is one host and port of a workload (port 0 and DNS true for

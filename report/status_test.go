@@ -2,6 +2,7 @@ package report
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,5 +50,56 @@ func TestHTTPStatusPerHost(t *testing.T) {
 				t.Fatalf("http_status of %s = %v; want %v", tt.host, g, tt.want)
 			}
 		})
+	}
+}
+
+// TestRedirects: a 3xx naming http.redirect_host is a redirect of its
+// workload, from plain HTTP and from inside an inspected tunnel; a
+// redirect_host on another status is not, and workloads keep their own.
+func TestRedirects(t *testing.T) {
+	client := func(pod, name string) string {
+		return `"client":{"ip":"10.0.0.7","namespace":"llm-prod","pod":"` + pod + `","workload":{"kind":"Deployment","name":"` + name + `"}}`
+	}
+	rec := func(id, kind, c, host string, status int, to string) string {
+		return `{"time":"2026-07-01T10:00:00Z","id":"` + id + `","kind":"` + kind + `",` + c + `,"host":"` + host +
+			`","port":443,"verdict":"allow","reason":"allowed","http":{"method":"GET","status":` + itoa(int64(status)) +
+			`,"redirect_host":"` + to + `"},"outcome":"ok"}`
+	}
+	llm, ui := client("llm-0", "llm"), client("ui-0", "ui")
+	lines := []string{
+		rec("a", "inspected", llm, "models.example.com", 302, "eu1.blob.example.net"),
+		rec("b", "inspected", llm, "models.example.com", 307, "eu1.blob.example.net"),
+		rec("c", "http", llm, "mirror.example.com", 301, "files.example.net"),
+		rec("d", "inspected", llm, "models.example.com", 200, "eu2.blob.example.net"),
+		rec("e", "inspected", ui, "models.example.com", 302, "eu1.blob.example.net"),
+	}
+	rep, err := Build(Config{}, []auditlog.Input{{Name: "-", Open: func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader(strings.Join(lines, "\n") + "\n")), nil
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]Redirect{}
+	for _, w := range rep.Workloads {
+		for _, r := range w.Redirects {
+			got[w.Name] = append(got[w.Name], *r)
+		}
+	}
+	for _, tt := range []struct {
+		workload string
+		want     []Redirect
+	}{
+		{"llm", []Redirect{{"mirror.example.com", "files.example.net", 1}, {"models.example.com", "eu1.blob.example.net", 2}}},
+		{"ui", []Redirect{{"models.example.com", "eu1.blob.example.net", 1}}},
+	} {
+		t.Run(tt.workload, func(t *testing.T) {
+			if !slices.Equal(got[tt.workload], tt.want) {
+				t.Errorf("redirects of %s = %v; want %v", tt.workload, got[tt.workload], tt.want)
+			}
+		})
+	}
+	g := buildGraph(rep)
+	if len(g.Redirects) != 3 {
+		t.Errorf("%d redirect arcs in the graph, want 3 (one per workload and redirect)", len(g.Redirects))
 	}
 }
