@@ -216,7 +216,9 @@ func (g *graph) layout() {
 		y1, y2 := r.From.Y+nodeH/2-4, r.To.Y+nodeH/2+4
 		bulge := x + 36 + 12*(i%4)
 		r.Path = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x, y1, bulge, y1, bulge, y2, x+6, y2)
-		r.Width = edgeWidth(r.Count)
+		// A point wider than an edge of as many requests: an arc is
+		// short and dashed, and still has to be seen.
+		r.Width = fmt.Sprintf("%.1f", min(2.5+math.Log10(float64(r.Count)), 6))
 	}
 }
 
