@@ -17,10 +17,14 @@ const maxBody = 512
 
 // connect sends CONNECT host:port with the probe header and reads the
 // answer. On 200 the tunnel is closed at once: the decision is what is
-// checked, and egressd has already dialled the destination by then.
+// checked, and egressd has already dialled the destination by then. A
+// check with a path first sends its request inside the tunnel (inspect.go).
 func (r *Runner) connect(ctx context.Context, c Check) Result {
 	target := net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
-	res := Result{Target: target}
+	res := Result{Target: target + c.Path}
+	if c.Method != "" && c.Method != http.MethodGet {
+		res.Target = c.Method + " " + res.Target
+	}
 	conn, err := r.dialer("tcp").DialContext(ctx, "tcp", r.cfg.Proxy)
 	if err != nil {
 		res.Observed, res.Detail = NoDecision, fmt.Sprintf("proxy %s: %v", r.cfg.Proxy, err)
@@ -38,7 +42,8 @@ func (r *Runner) connect(ctx context.Context, c Check) Result {
 		res.Observed, res.Detail = NoDecision, "write CONNECT: "+errText(ctx, err)
 		return res
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {
 		res.Observed, res.Detail = NoDecision, "read the proxy's answer: "+errText(ctx, err)
 		return res
@@ -51,6 +56,10 @@ func (r *Runner) connect(ctx context.Context, c Check) Result {
 		res.Detail = firstLine(string(body))
 	}
 	classifyConnect(&res, resp.StatusCode)
+	if res.Observed == Allowed && c.Path != "" {
+		// Allowed at the door; the path is decided inside the tunnel.
+		r.inspect(ctx, conn, br, c, &res)
+	}
 	return res
 }
 

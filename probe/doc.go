@@ -10,7 +10,11 @@
 //     "Egressd-Probe: NAME" (connect.go). 200 is allowed; 403 (or 400) with
 //     X-Egressd-Reason is denied with that reason; 502/504 are allowed by
 //     policy with the upstream failing. The tunnel is closed at once: a
-//     probe proves the decision, not the destination.
+//     probe proves the decision, not the destination. A check with a path
+//     first sends one request inside the tunnel, trusting egressd's
+//     inspection CA (inspect.go): a 403 with method-not-allowed,
+//     path-not-allowed or host-mismatch is egressd's denial, any other
+//     answer the origin's, so allowed.
 //   - dns: an A query to egressd's resolver carrying the EDNS0 local option
 //     EDNSOptionCode with the name (dns.go). NOERROR is allowed; NXDOMAIN
 //     with Extended DNS Error 15 (Blocked) is denied, the reason read from

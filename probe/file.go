@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -43,6 +44,16 @@ type Check struct {
 	// DNS also asks egressd's resolver for the host (an A query) when
 	// --dns is given; host must then be a name.
 	DNS bool `json:"dns,omitempty"`
+	// Path, for a host under an inspecting rule, is a request sent inside
+	// the tunnel after egressd's 200: a clean absolute path as egressd
+	// decides it (policy.CleanPath leaves it unchanged; no query). Empty
+	// means the check ends at the CONNECT answer.
+	Path string `json:"path,omitempty"`
+	// Method, only with Path, is the request's method; empty means GET.
+	Method string `json:"method,omitempty"`
+	// CA, only with Path, is a PEM file of the CA to trust inside the
+	// tunnel (egressd's inspection CA); empty means --inspect-ca.
+	CA string `json:"ca,omitempty"`
 }
 
 // file is the probe file's shape: a mapping, so that settings can join
@@ -148,6 +159,7 @@ func normalize(c Check) (Check, []error) {
 	case c.Port < 1 || c.Port > 65535:
 		field("port", "%d out of range 1-65535", c.Port)
 	}
+	validRequest(c, field)
 	switch c.Expect {
 	case ExpectAllow:
 		if c.Reason != "" {
@@ -163,6 +175,45 @@ func normalize(c Check) (Check, []error) {
 		field("expect", "%q: want allow or deny", c.Expect)
 	}
 	return c, errs
+}
+
+// validRequest checks path, method and ca (the request sent inside an
+// inspected tunnel), reporting each problem to field.
+func validRequest(c Check, field func(name, format string, args ...any)) {
+	if c.Path == "" {
+		if c.Method != "" {
+			field("method", "%q: only a check with a path sends a request", c.Method)
+		}
+		if c.CA != "" {
+			field("ca", "%q: only a check with a path looks inside the tunnel", c.CA)
+		}
+		return
+	}
+	switch p, err := policy.CleanPath(c.Path); {
+	case strings.ContainsRune(c.Path, '?'):
+		field("path", "%q: no query: egressd decides on the path alone", c.Path)
+	case err != nil:
+		field("path", "%v", err)
+	case p != c.Path:
+		field("path", "%q: write it as egressd decides it: %q", c.Path, p)
+	}
+	if c.Method != "" && !validMethod(c.Method) {
+		field("method", "%q: an upper-case method such as GET or POST", c.Method)
+	}
+}
+
+// validMethod accepts an upper-case token (RFC 9110 §9.1: methods are
+// case-sensitive; the registered ones are upper case), CONNECT aside.
+func validMethod(m string) bool {
+	if len(m) > 32 || m == http.MethodConnect {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		if (m[i] < 'A' || m[i] > 'Z') && m[i] != '-' && m[i] != '_' {
+			return false
+		}
+	}
+	return m != ""
 }
 
 // ValidName reports whether name can name a check: it travels in an HTTP

@@ -26,6 +26,9 @@ func FuzzParse(f *testing.F) {
 		"checks: [{name: \"a\\r\\nX: y\", host: a, port: 1, expect: allow}]",
 		"checks: [{name: control:x, host: a.example.com, port: 65536, expect: maybe}]",
 		"checks: &a [*a]",
+		"checks: [{name: p, host: api.example.com, port: 443, expect: deny, reason: path-not-allowed, path: /v1/files, method: POST, ca: ca.pem}]",
+		"checks: [{name: p, host: api.example.com, port: 443, expect: allow, path: '/v1/%2e%2e/x?q'}]",
+		"checks: [{name: p, host: api.example.com, port: 443, expect: allow, method: GET}]",
 		"",
 	} {
 		f.Add([]byte(s))
@@ -58,6 +61,15 @@ func FuzzParse(f *testing.F) {
 			}
 			if c.Expect != ExpectAllow && c.Expect != ExpectDeny || c.Expect == ExpectAllow && c.Reason != "" {
 				t.Fatalf("expect %q reason %q accepted", c.Expect, c.Reason)
+			}
+			if c.Path == "" && (c.Method != "" || c.CA != "") {
+				t.Fatalf("method %q or ca %q accepted without a path", c.Method, c.CA)
+			}
+			if p, err := policy.CleanPath(c.Path); c.Path != "" && (err != nil || p != c.Path || strings.Contains(c.Path, "?")) {
+				t.Fatalf("path %q accepted: clean %q, %v", c.Path, p, err)
+			}
+			if c.Method != "" && !validMethod(c.Method) {
+				t.Fatalf("method %q accepted", c.Method)
 			}
 			if _, ip := parseIP(c.Host); ip && c.DNS {
 				t.Fatalf("dns on IP %q accepted", c.Host)

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/netip"
@@ -44,6 +45,14 @@ type Config struct {
 	Parallel int
 	// UserAgent is sent with each CONNECT; empty means "egressd-probe".
 	UserAgent string
+	// InspectCA is the roots trusted inside an inspected tunnel (egressd's
+	// inspection CA, --inspect-ca) by a check with a path and no ca of its
+	// own; nil means such a check sees no decision.
+	InspectCA *x509.CertPool
+	// CAs holds the ca bundle of each check that names one, by the path
+	// as written (LoadCAs); a check whose ca is missing here sees no
+	// decision.
+	CAs map[string]*x509.CertPool
 	// Resolver resolves Direct targets given by name; nil means
 	// net.DefaultResolver (in a pod: egressd, when it is the pod's resolver).
 	Resolver *net.Resolver

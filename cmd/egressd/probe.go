@@ -32,6 +32,7 @@ func probeMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	outside := fs.String("outside", probe.DefaultOutside, "a host outside every rule, expected denied (not-allowlisted); empty: no such control (audit mode allows it)")
 	source := fs.String("source", "", "local address to connect from (default: the system's choice)")
 	parallel := fs.Int("parallel", 4, "checks run at once")
+	inspectCA := fs.String("inspect-ca", "", "PEM file of egressd's inspection CA, trusted inside the tunnel by checks with a path and no ca of their own")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -65,10 +66,6 @@ func probeMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *timeout <= 0 || *parallel < 1 {
 		return usageErr("--timeout and --parallel must be positive")
 	}
-	runner, err := probe.New(cfg)
-	if err != nil {
-		return usageErr("%v", err)
-	}
 	checks, err := probe.Controls(*outside)
 	if err != nil {
 		return usageErr("--outside: %v", err)
@@ -83,6 +80,21 @@ func probeMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return usageErr("%v", err)
 		}
 		checks = append(checks, own...)
+	}
+	if *inspectCA != "" {
+		if cfg.InspectCA, err = probe.LoadCA(*inspectCA); err != nil {
+			return usageErr("--inspect-ca: %v", err)
+		}
+	}
+	if name := probe.MissingCA(checks, cfg.InspectCA != nil); name != "" {
+		return usageErr("check %q has a path: give it a ca: or --inspect-ca (egressd's inspection CA)", name)
+	}
+	if cfg.CAs, err = probe.LoadCAs(checks); err != nil {
+		return usageErr("%v", err)
+	}
+	runner, err := probe.New(cfg)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 
 	rep := runner.Run(ctx, checks)
