@@ -249,21 +249,6 @@ func (a *Aggregator) count(r *auditlog.Record) {
 	}
 }
 
-// addRedirect counts a recorded redirect from host from to host to.
-func (wa *workAgg) addRedirect(from, to string, n int64, max int) {
-	k := [2]string{from, to}
-	rd := wa.redirects[k]
-	if rd == nil {
-		if len(wa.redirects) >= max {
-			wa.out.RedirectsTruncated = true
-			return
-		}
-		rd = &Redirect{From: from, To: to}
-		wa.redirects[k] = rd
-	}
-	rd.Count += n
-}
-
 func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, maxSet int) {
 	addCounts(&d.out.Counts, class, n)
 	widen(&d.out.FirstSeen, &d.out.LastSeen, r.Start, r.Time)
@@ -287,16 +272,6 @@ func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, ma
 	if r.Open {
 		d.out.Open += n
 	}
-}
-
-// wireBytes are the bytes a record adds to its row: none for an exchange
-// inside an inspected tunnel, whose bytes its tunnel's record already
-// counts.
-func wireBytes(r *auditlog.Record) (sent, received int64) {
-	if r.Kind == record.KindInspected {
-		return 0, 0
-	}
-	return r.BytesSent, r.BytesReceived
 }
 
 func (a *Aggregator) countUnknown(r *auditlog.Record, n int64) {
@@ -364,12 +339,7 @@ func (a *Aggregator) Report() *Report {
 		if wa.other != nil {
 			w.Other = wa.other.finish()
 		}
-		for _, rd := range wa.redirects {
-			w.Redirects = append(w.Redirects, rd)
-		}
-		slices.SortFunc(w.Redirects, func(x, y *Redirect) int {
-			return cmp.Or(strings.Compare(x.From, y.From), strings.Compare(x.To, y.To))
-		})
+		w.Redirects = wa.redirectList()
 		rep.Workloads = append(rep.Workloads, w)
 	}
 	slices.SortFunc(rep.Workloads, func(x, y *WorkloadReport) int {
@@ -514,15 +484,6 @@ func hostPort(host string, port int) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// statusCodes are the HTTP status codes as strings, so that counting one
-// allocates nothing.
-var statusCodes = func() (s [600]string) {
-	for i := 100; i < len(s); i++ {
-		s[i] = strconv.Itoa(i)
-	}
-	return s
-}()
 
 func boolCmp(a, b bool) int {
 	switch {
