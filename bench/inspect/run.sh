@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Inspected tunnels: egressd (`inspect: true`) against squid-openssl doing
+# ssl-bump `bump` for the same host, on the shared peer bench's origin and
+# load client (PEER_BENCH, default ../shared/peer-bench beside the checkout).
+# Both proxies mint leaves from one CA made here; the load client trusts
+# only that CA, both proxies trust the origin's CA upstream. Rounds
+# alternate squid, egressd, squid, egressd, ... with a fresh proxy process
+# each; the harness's `load report` prints medians and per-round values.
+# egressd resolves through a dnsmasq as in bench/peer/run.sh (squid reads
+# /etc/hosts), with the image's GODEBUG.
+# Usage: [ROUNDS=3] [QUICK=1] [BENCH_ARGS=...] [BENCH_WORK=DIR] bench/inspect/run.sh
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+peer=${PEER_BENCH:-$repo/../shared/peer-bench}
+W=${BENCH_WORK:-${TMPDIR:-/tmp}/peer-bench}
+OUT=$W/inspect
+LOGS=$OUT/logs
+ROUNDS=${ROUNDS:-3}
+BENCH_ARGS=${BENCH_ARGS:-}
+if [[ -n ${QUICK:-} ]]; then
+  ROUNDS=1
+  BENCH_ARGS="-thr-bytes 268435456 -thr-runs 1 -dur 2s -max 4000 -idle 500 $BENCH_ARGS"
+fi
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}
+log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+[[ -x /usr/sbin/squid ]] && /usr/sbin/squid -v | grep -q -- --with-openssl ||
+  { echo "bench/inspect: needs squid built with OpenSSL (Debian: squid-openssl)" >&2; exit 1; }
+certgen=/usr/lib/squid/security_file_certgen
+[[ -x $certgen ]] || { echo "bench/inspect: $certgen missing" >&2; exit 1; }
+command -v dnsmasq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base; }
+grep -qE '^127\.0\.0\.1[[:space:]].*\bup\.bench\.test\b' /etc/hosts || echo '127.0.0.1 up.bench.test' >> /etc/hosts
+ulimit -n "$(ulimit -Hn)"
+
+mkdir -p "$W/bin" "$OUT/conf" "$LOGS"
+rm -f "$LOGS"/*
+chmod 0777 "$LOGS"
+(cd "$peer" && go build -o "$W/bin/upstream" ./upstream)
+# The harness's load client sends `Host: up.bench.test` to port 18443. A
+# bumping squid builds the URL from Host (port 443 then) and refuses to send
+# it over the tunnel's pinned connection to :18443 (503 "Unable to forward").
+# So this bench builds a copy whose requests say `Host: up.bench.test:18443`
+# (RFC 9110: a non-default port belongs in Host), the same load for both
+# proxies; nothing else in it changes.
+src=$OUT/load-src
+rm -rf "$src"; mkdir -p "$src/load"; cp "$peer/go.mod" "$src/"; cp "$peer/load/main.go" "$src/load/"
+sed -i 's|Host: " + c\.host + |Host: " + c.target + |' "$src/load/main.go"
+[[ $(grep -c 'Host: " + c\.target' "$src/load/main.go") == 2 ]] || { echo "bench/inspect: Host patch of the load client did not apply" >&2; exit 1; }
+(cd "$src" && go build -o "$W/bin/load-inspect" ./load)
+LOAD=$W/bin/load-inspect
+(cd "$repo" && make -s build)
+
+# ------------------------------------------------------------ the minting CA (both proxies)
+CA=$OUT/mint-ca.pem KEY=$OUT/mint-ca.key
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj "/CN=egressd inspect bench CA" -addext basicConstraints=critical,CA:TRUE \
+  -addext keyUsage=critical,keyCertSign,cRLSign -keyout "$KEY" -out "$CA" 2>/dev/null
+chmod 0644 "$KEY"   # squid runs as user proxy; a throwaway CA for loopback only
+
+# ------------------------------------------------------------ process handling
+PIDS=()
+stop_pid() { # TERM, wait up to 10 s, KILL; the same for its direct children
+  local pid=$1 kids i
+  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
+  kids=$(ps -o pid= --ppid "$pid" 2>/dev/null || true)
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+  for k in $kids; do kill -0 "$k" 2>/dev/null && kill -KILL "$k" 2>/dev/null || true; done
+  wait "$pid" 2>/dev/null || true
+}
+CUR=""
+cleanup() { stop_pid "$CUR"; for p in "${PIDS[@]}"; do stop_pid "$p"; done; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$W/bin/upstream" -out "$OUT" >"$LOGS/upstream.log" 2>&1 &
+UP=$!; PIDS+=("$UP")
+"$LOAD" wait -addr 127.0.0.1:18443 -timeout 10s
+for _ in $(seq 50); do [[ -s $OUT/ca.pem ]] && break; sleep 0.2; done
+ORIGIN_CA=$OUT/ca.pem
+
+dnsmasq -k --port 15399 --listen-address 127.0.0.1 --bind-interfaces --no-resolv --no-dhcp-interface=lo --local-ttl=60 \
+  --conf-file=/dev/null >/dev/null 2>&1 &
+PIDS+=("$!")
+
+# ------------------------------------------------------------ squid: standard ssl-bump `bump`
+# As the harness's squid.conf, plus the bump: peek at the ClientHello, bump
+# everything; leaves from the minting CA through security_file_certgen.
+# Inside a bumped tunnel squid checks each request against http_access too,
+# with the URL built from the Host header (the load client sends
+# `Host: up.bench.test`, so squid sees https://up.bench.test/small, port
+# 443): the requests are allowed by host alone (the one setting squid needs
+# to work at all). They go over the connection pinned to the CONNECT's
+# target, which only up.bench.test:18443 passes.
+cat > "$OUT/conf/squid.conf" <<SQUID
+http_port 127.0.0.1:13128 ssl-bump tls-cert=$CA tls-key=$KEY generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
+sslcrtd_program $certgen -s $OUT/ssl_db -M 16MB
+acl step1 at_step SslBump1
+acl step2 at_step SslBump2
+ssl_bump peek step1
+ssl_bump stare step2
+ssl_bump bump all
+tls_outgoing_options cafile=$ORIGIN_CA
+acl bench_dst dstdomain up.bench.test
+acl bench_port port 18443
+acl CONNECT method CONNECT
+http_access allow CONNECT bench_dst bench_port
+http_access allow !CONNECT bench_dst
+http_access deny all
+cache deny all
+cache_mem 8 MB
+max_filedescriptors 16384
+shutdown_lifetime 1 seconds
+access_log stdio:$LOGS/squid-access.log
+cache_log $LOGS/squid-cache.log
+cache_store_log none
+pinger_enable off
+pid_filename $LOGS/squid.pid
+coredump_dir $LOGS
+SQUID
+
+# ------------------------------------------------------------ egressd: inspect: true for the same host
+cat > "$OUT/conf/policy.yaml" <<'POLICY'
+apiVersion: egressd.dev/v1alpha1
+kind: EgressPolicy
+metadata: {name: bench-inspect, namespace: bench}
+spec:
+  podSelector: {}
+  egress:
+    - hosts: [up.bench.test]
+      ports: [18443]
+      cidrs: [127.0.0.0/8]
+      inspect: true
+POLICY
+"$repo/bin/egressd" check --inspect --policy "$OUT/conf/policy.yaml" >/dev/null
+
+start_proxy() { # start_proxy NAME: sets CUR (PID), ADDR
+  case $1 in
+    squid)
+      rm -rf "$OUT/ssl_db"
+      "$certgen" -c -s "$OUT/ssl_db" -M 16MB >/dev/null
+      chown -R proxy:proxy "$OUT/ssl_db" 2>/dev/null || true
+      /usr/sbin/squid -N -f "$OUT/conf/squid.conf" >>"$LOGS/squid.stdout" 2>&1 &
+      CUR=$!; ADDR=127.0.0.1:13128 ;;
+    egressd)
+      env GODEBUG=schedtrace=2147483647 "$repo/bin/egressd" run --policy "$OUT/conf/policy.yaml" \
+        --pods "$repo/bench/peer/pods.yaml" --upstream-dns 127.0.0.1:15399 --proxy-addr 127.0.0.1:14000 \
+        --dns-addr '' --metrics-addr '' --max-conns-per-client 20000 \
+        --inspect-ca-cert "$CA" --inspect-ca-key "$KEY" --upstream-ca "$ORIGIN_CA" >>"$LOGS/egressd.stdout" 2>&1 &
+      CUR=$!; ADDR=127.0.0.1:14000 ;;
+  esac
+}
+
+RAW=$OUT/raw-$(date -u +%Y%m%d-%H%M%S).jsonl
+: >"$RAW"
+T0=$(date +%s)
+for round in $(seq 1 "$ROUNDS"); do
+  for name in squid egressd; do
+    "$LOAD" quiet -max 0.3 -timeout 20s 2>>"$LOGS/quiet.log" || true
+    start_proxy "$name"
+    if ! "$LOAD" wait -addr "$ADDR" -timeout 15s; then
+      log "$name: did not start (see $LOGS/$name.stdout)"; stop_pid "$CUR"; CUR=""; continue
+    fi
+    # squid's certificate helpers are its children: count their CPU too.
+    pids=$CUR; for k in $(ps -o pid= --ppid "$CUR" 2>/dev/null); do pids+=",$k"; done
+    log "round $round/$ROUNDS: $name (pids $pids)"
+    # shellcheck disable=SC2086
+    if ! timeout -k 5 "$BENCH_TIMEOUT" "$LOAD" bench -name "$name" -round "$round" -proxy "http://$ADDR" \
+         -pid "$pids" -upstream-pid "$UP" -ca "$CA" -tests check,idle,thr,nc,ka -out "$RAW" $BENCH_ARGS 2>>"$LOGS/load.log"; then
+      log "$name: load bench failed (see $LOGS/load.log)"
+    fi
+    grep "^\[$name r$round\]" "$LOGS/load.log" | tail -n 6 >&2 || true
+    stop_pid "$CUR"; CUR=""
+    sleep 1
+  done
+done
+
+header="Date: $(date -u '+%Y-%m-%d %H:%M UTC') · nproc: $(nproc) · $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) · $(go version | cut -d' ' -f3) · rounds: $ROUNDS · wall: $(( $(date +%s) - T0 )) s
+Versions: squid: $(/usr/sbin/squid -v | head -1) (ssl-bump bump); egressd: $(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD -- . ':!bench/inspect' || echo '+dirty') (inspect: true)
+Inspected tunnels: the client trusts only the minting CA; both proxies verify the origin against its CA. Client, proxies and origin share the same $(nproc) cores on 127.0.0.1. Raw data: $(basename "$RAW").
+"
+echo
+printf '%s\n' "$header"
+"$LOAD" report -in "$RAW" -md "$OUT/results.md" -header "$header"
