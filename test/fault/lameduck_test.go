@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egressd/egressd/internal/testutil"
+	"github.com/egressd/egressd/internal/watch"
 )
 
 // attempt is one client request of the lameduck load: when it began and
@@ -94,7 +94,7 @@ func TestLameduck(t *testing.T) {
 			var wg sync.WaitGroup
 			for kind, f := range load {
 				wg.Go(func() {
-					testutil.Every(ctx, 100*time.Millisecond, func() {
+					watch.Every(ctx, 100*time.Millisecond, func() {
 						began := time.Now()
 						note(kind, began, f())
 					})

@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egressd/egressd/internal/watch"
 	"github.com/miekg/dns"
-
-	"github.com/egressd/egressd/internal/testutil"
 )
 
 // load is the steady traffic of the workload pods through the Service:
@@ -59,7 +58,7 @@ func (l *load) start(pods map[string]string) {
 			l.wg.Go(func() {
 				// A request begun runs to its end after stop: egressd
 				// records it, so the client counts it.
-				testutil.Every(ctx, 100*time.Millisecond, func() { l.note(ip, k.name, l.once(ns, k.name)) })
+				watch.Every(ctx, 100*time.Millisecond, func() { l.note(ip, k.name, l.once(ns, k.name)) })
 			})
 		}
 		l.wg.Go(func() { l.longTunnel(ctx, ns, ip) })
