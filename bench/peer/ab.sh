@@ -6,7 +6,7 @@
 # name's figures over the rounds. egressd resolves through a dnsmasq as in
 # bench/peer/run.sh, with the image's GODEBUG.
 # Usage: PEER_BENCH=DIR [ARGS_A=...] [ARGS_B=...] bench/peer/ab.sh NAME_A BIN_A NAME_B BIN_B
-# (ROUNDS=3, PEERS=squid; ARGS_A/ARGS_B: more `egressd run` flags for one
+# (ROUNDS=3, PEERS=squid or none; ARGS_A/ARGS_B: more `egressd run` flags for one
 # build, e.g. --lameduck 0 for a build that has the flag)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,7 +27,9 @@ mkdir -p "$work/out"
 for r in $(seq "$rounds"); do
   for v in "$1=$2=${ARGS_A:-}" "$3=$4=${ARGS_B:-}" "peers=="; do
     IFS== read -r name bin args <<<"$v"
-    if [[ $name == peers ]]; then
+    if [[ $name == peers && $peers == none ]]; then
+      continue
+    elif [[ $name == peers ]]; then
       unset EXTRA_PROXY
       ONLY=$peers ROUNDS=1 bash "$peer/run.sh" >/dev/null
     else
@@ -38,5 +40,5 @@ for r in $(seq "$rounds"); do
   done
 done
 "$work/bin/load" report -in "$combined" -md "$work/out/ab.md" \
-  -header "A/B: $1 vs $3 beside $peers, $rounds alternating rounds, $(nproc) cores"
+  -header "${AB_HEADER:-A/B: $1 vs $3 beside $peers}, $rounds alternating rounds, $(nproc) cores"
 cat "$work/out/ab.md"
