@@ -22,7 +22,7 @@ lint: ## gofmt, go vet, a tidy go.mod, package boundaries
 	go vet ./...
 
 bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS, report over 1,000,000 records, footprint (size, start, RSS at 10,000 pods)
-	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./dnsserver/ ./proxy/ ./audit/ ./internal/gopool/
+	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./dnsserver/ ./proxy/ ./audit/
 	go test -run '^$$' -bench . -benchmem ./report/
 	bash bench/proxy/run.sh
 	bash bench/dns/run.sh

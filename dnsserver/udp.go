@@ -11,19 +11,16 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
-
-	"github.com/egressd/egressd/internal/gopool"
 )
 
 // The UDP server: a fixed set of readers per socket, each reading a batch
 // with one recvmmsg(2) and answering it with one sendmmsg(2), one reader
 // at a time holding the read token (udpServer.tok), a query that must wait
-// on the network detaching to a parked goroutine (query.detach). Why each
+// on the network handing its worker to a new goroutine (query.detach). Why each
 // of these, with the figures: docs/architecture.md, "DNS server".
 
 // udpReadSize is the read buffer of one datagram: queries with EDNS0
@@ -55,27 +52,12 @@ type udpServer struct {
 	closing atomic.Bool
 	tok     chan struct{} // the right to read: one token
 
-	// pool holds the goroutines done with a detached query, parked until
-	// run hands them a worker. Once stopped (stopParked), none parks and
-	// those parked end: a goroutine must never wait there after the stop,
-	// or run would hand it a worker whose datagrams nobody answers or
-	// records (gopool.Pool.Stop).
-	pool *gopool.Pool
-
 	queries sync.Pool // *udpQuery
 
-	wg      sync.WaitGroup // workers running; parked goroutines are the pool's
+	wg      sync.WaitGroup // workers running
 	errOnce sync.Once
 	err     error // the read error that stopped the server
 }
-
-// udpIdle is how many goroutines stay parked for the next detach, so that
-// a burst of cache misses does not start a goroutine (and grow its stack)
-// for each; one parked for udpIdleFor without a detach ends.
-const (
-	udpIdle    = 128
-	udpIdleFor = time.Minute
-)
 
 // batchConn reads and writes datagrams in batches. ipv4.Message and
 // ipv6.Message are the same type.
@@ -86,7 +68,7 @@ type batchConn interface {
 
 func newUDPServer(s *Server, pc net.PacketConn) *udpServer {
 	u := &udpServer{s: s, pc: pc, conn: singleConn{pc},
-		started: make(chan struct{}), tok: make(chan struct{}, 1), pool: gopool.New(udpIdle, udpIdleFor)}
+		started: make(chan struct{}), tok: make(chan struct{}, 1)}
 	u.tok <- struct{}{}
 	u.queries.New = func() any {
 		q := &udpQuery{u: u}
@@ -156,7 +138,6 @@ func (u *udpServer) serve() error {
 func (u *udpServer) shutdown(ctx context.Context) error {
 	u.closing.Store(true)
 	u.pc.Close()
-	u.stopParked()
 	done := make(chan struct{})
 	go func() { u.wg.Wait(); close(done) }()
 	select {
@@ -171,24 +152,19 @@ func (u *udpServer) shutdown(ctx context.Context) error {
 func (u *udpServer) fail(err error) {
 	u.errOnce.Do(func() { u.err = err })
 	u.pc.Close()
-	u.stopParked()
 }
 
-// stopParked ends the parked goroutines, once the socket is closed. None
-// parks after it.
-func (u *udpServer) stopParked() { u.pool.Stop() }
-
-// run hands w to a parked goroutine, or to a new one, until one of its
-// queries detaches (w then runs on in another goroutine, and this one
-// answers that query and parks) or the server stops. After the stop it
+// run starts a goroutine for w, which reads and answers until one of its
+// queries detaches (w then runs on in a new goroutine, and the old one
+// answers that query and ends) or the server stops. After the stop it
 // still starts one, so that the rest of w's batch is answered (or at least
 // recorded): the caller is a running worker, so the WaitGroup is not zero.
 func (u *udpServer) run(w *udpWorker) {
 	u.wg.Add(1)
-	u.pool.Go(func() {
+	go func() {
 		defer u.wg.Done()
 		w.loop()
-	})
+	}()
 }
 
 // udpWorker is one reader: its buffers, reused batch after batch, and the

@@ -306,23 +306,23 @@ func TestUDPShutdown(t *testing.T) {
 	}
 }
 
-// TestUDPParkedReaderAfterStop: a goroutine parked when the server stops
-// (shutdown or a read error) must not stay where run finds it: a worker
-// handed to it would have its datagrams neither answered nor recorded. A
-// query that detaches after the stop hands its worker to a goroutine that
-// records the rest of the batch.
-func TestUDPParkedReaderAfterStop(t *testing.T) {
+// TestUDPWorkerAfterStop: a query that detaches after the server stopped
+// (shutdown or a read error) hands its worker to a new goroutine that
+// still answers, or at least records, the rest of the batch: no datagram
+// read is left without a record.
+func TestUDPWorkerAfterStop(t *testing.T) {
 	f := newFixture(t, nil)
 	for _, tc := range []struct {
-		name string
-		stop func(u *udpServer) error
+		name  string
+		waits bool // the stop waits for running workers
+		stop  func(u *udpServer) error
 	}{
-		{"shutdown", func(u *udpServer) error {
+		{"shutdown", true, func(u *udpServer) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			return u.shutdown(ctx)
 		}},
-		{"read error", func(u *udpServer) error { u.fail(errors.New("test read error")); return nil }},
+		{"read error", false, func(u *udpServer) error { u.fail(errors.New("test read error")); return nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -330,21 +330,17 @@ func TestUDPParkedReaderAfterStop(t *testing.T) {
 				t.Fatal(err)
 			}
 			u := newUDPServer(f.srv, pc)
-			// Two goroutines: one parked, one still answering its batch
-			// (this one, counted as a running worker).
+			// One worker still answering its batch (this goroutine,
+			// counted as running), so a shutdown waits for it.
 			u.wg.Add(1)
-			u.pool.Go(func() {})
-			for u.pool.Parked() == 0 {
-				runtime.Gosched() // the goroutine is on its way to park
-			}
 			stopped := make(chan error, 1)
 			go func() { stopped <- tc.stop(u) }()
-			for u.pool.Parked() != 0 {
-				runtime.Gosched()
-			}
-			u.pool.Go(func() {})
-			if u.pool.Parked() != 0 {
-				t.Fatal("a goroutine parked after the stop")
+			if tc.waits {
+				for !u.closing.Load() {
+					runtime.Gosched() // shutdown is on its way
+				}
+			} else {
+				stopped <- <-stopped // stopped: the socket is closed
 			}
 
 			// The busy goroutine's query detaches after the stop, with one

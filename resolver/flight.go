@@ -3,33 +3,21 @@ package resolver
 import (
 	"context"
 	"sync"
-	"time"
-
-	"github.com/egressd/egressd/internal/gopool"
 )
 
 // flightGroup coalesces concurrent identical cache misses into one upstream
 // query (what golang.org/x/sync/singleflight does, which is not in the
 // module graph). The query runs in its own goroutine so that a caller
-// whose context ends returns at once without failing the others.
-//
-// Those goroutines come from a gopool.Pool (up to flightIdle parked, for
-// flightIdleFor): a fresh goroutine grows its stack through the exchange's
-// calls on every miss, which was a tenth of the CPU of a server whose
-// every query is a miss (upstream TTL 0).
+// whose context ends returns at once without failing the others. It is a
+// plain goroutine: parked ones (the former internal/gopool) did not win
+// beyond the spread on the DNS bench (bench/dns/gopool-ab.md).
 type flightGroup struct {
 	mu    sync.Mutex
 	calls map[cacheKey]*flight
-	pool  *gopool.Pool
 	// onJoin, when set (tests), is called when a caller joins a query
 	// already in flight.
 	onJoin func(cacheKey)
 }
-
-const (
-	flightIdle    = 256
-	flightIdleFor = 10 * time.Second
-)
 
 type flight struct {
 	done chan struct{}
@@ -52,7 +40,6 @@ func (g *flightGroup) do(ctx context.Context, k cacheKey, fn func() fetchResult)
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = make(map[cacheKey]*flight)
-		g.pool = gopool.New(flightIdle, flightIdleFor)
 	}
 	if f, ok := g.calls[k]; ok {
 		g.mu.Unlock()
@@ -75,7 +62,7 @@ func (g *flightGroup) do(ctx context.Context, k cacheKey, fn func() fetchResult)
 		run()
 		return f.res, false
 	}
-	g.pool.Go(run)
+	go run()
 	return g.wait(ctx, f), false
 }
 

@@ -99,7 +99,7 @@ var rules = []rule{
 	{pkg: "dnsserver", why: "dnsserver serves names; it must not import proxy, kube, cmd, certs or client-go",
 		mustNot: []string{"proxy", "kube", "cmd", "certs", clientGo}},
 	{pkg: "admit", why: "admit is the admission pipeline that run and explain share: policy, identity and the resolver's types only; never a server, audit, kube, cmd or client-go",
-		onlyModule: []string{"policy", "identity", "resolver", "internal/gopool", "internal/metrics"}, mustNot: []string{"proxy", "dnsserver", "audit", "kube", "cmd", clientGo}},
+		onlyModule: []string{"policy", "identity", "resolver", "internal/metrics"}, mustNot: []string{"proxy", "dnsserver", "audit", "kube", "cmd", clientGo}},
 	{pkg: "proxy/internal/sniff", why: "sniff parses first messages; it imports the standard library and cryptobyte, no other package of this module (it decides nothing)",
 		onlyModule: []string{}},
 	{pkg: "internal/limit", why: "limit imports only the standard library and x/time/rate; callers turn its summaries into records",
@@ -114,8 +114,6 @@ var rules = []rule{
 		onlyModule: []string{}},
 	{pkg: "internal/watch", why: "watch polls files; it imports no other package of this module",
 		onlyModule: []string{}},
-	{pkg: "internal/gopool", why: "gopool parks goroutines for the serving packages; it imports only the standard library",
-		stdOnly: true},
 }
 
 // policyForbidden are the standard packages policy must not import: I/O,
@@ -152,7 +150,7 @@ var certsUsers = []string{"webhook", "cmd/egressd"}
 
 // support is the module's code that is not egressd: benchmarks, examples,
 // the test trees and the internal test helpers. Everything else serves
-// (internal/ also holds plumbing of the serving code: gopool, limit, watch,
+// (internal/ also holds plumbing of the serving code: limit, watch,
 // metrics).
 var support = []string{"bench", "examples", "test", "internal/archtest", "internal/dnstest", "internal/k8stest", "internal/testutil"}
 
