@@ -132,3 +132,14 @@ so its name carries the namespace (one release per namespace).
 {{- define "egressd.selfManagedCert" -}}
 {{- if and .Values.inject.enabled (not .Values.inject.certManager.enabled) -}}true{{- end -}}
 {{- end -}}
+
+{{/* egressd.inspectCASecret: the Secret with the inspection CA's tls.crt and
+tls.key (inspection.caSecret, or the one cert-manager writes); empty when
+inspection is off. */}}
+{{- define "egressd.inspectCASecret" -}}
+{{- if .Values.inspection.certManager.enabled -}}
+{{- printf "%s-inspection-ca-tls" (include "egressd.fullname" .) -}}
+{{- else -}}
+{{- .Values.inspection.caSecret -}}
+{{- end -}}
+{{- end -}}
