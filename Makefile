@@ -5,7 +5,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: build test deps lint bench soak run demo demo-inspect image image-context release clean
+.PHONY: build test deps lint bench soak run demo image image-context release clean
 
 build: ## the egressd binary in bin/
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/egressd ./cmd/egressd
@@ -46,11 +46,8 @@ run: build ## egressd on the example policy, no cluster; 127.0.0.1 is a pod it s
 	./bin/egressd run --policy examples/policies --pods examples/pods.yaml \
 	  --proxy-addr 127.0.0.1:3128 --dns-addr 127.0.0.1:5353 --metrics-addr 127.0.0.1:9090
 
-demo: build ## allowed and denied downloads through egressd, offline, with audit records
+demo: build ## allowed and denied downloads through egressd, offline, with audit records; then inspected: the 302, the 200, a denied path, suggest
 	bash examples/demo/demo.sh
-
-demo-inspect: build ## an inspected download (its 302 and 200 recorded) and a denied path, offline
-	bash examples/demo/inspect.sh
 
 image: ## container image, offline (buildah, FROM scratch, no registry): egressd:VERSION in local storage, out/egressd-VERSION.oci.tar and its digest
 	@bash scripts/deps/image.sh

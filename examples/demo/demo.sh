@@ -1,28 +1,25 @@
 #!/usr/bin/env bash
-# The offline demo: egressd between curl and a local "internet" (a DNS server
-# and a TLS origin on 127.0.0.1). An allowed download follows a redirect to
-# the blob host; a redirect to a host no rule allows is refused; the metadata
-# address is refused without a packet sent. Then the audit records.
-# Ports: EGRESSD_DEMO_PORT_BASE (default 23100) .. +4.
+# The offline demo (make demo): egressd between curl and a local "internet"
+# (a DNS server and a TLS origin on 127.0.0.1, examples/demo/origin).
+# Part 1, blind tunnels: an allowed download follows a redirect to the blob
+# host; a redirect to a host no rule allows is refused; the metadata address
+# is refused without a packet sent; then the audit records.
+# Part 2, TLS inspection (docs/inspection.md): the model store's tunnel is
+# inspected, its 302 to the blob host recorded with http.redirect_host and a
+# denied path answered 403 inside the tunnel; `egressd suggest` names the
+# blob host from that recorded redirect; with the blob host's rule the
+# download's 302 and the blob's 200 are both recorded.
+# Ports as world.sh says.
 set -euo pipefail
 # shellcheck source=world.sh
 source "$(dirname "$0")/world.sh"
 
-./bin/egressd run --policy examples/demo/policy.yaml --pods examples/demo/pods.yaml \
-  --upstream-dns "$origin_dns" --proxy-addr "$proxy" --dns-addr "$dns" --metrics-addr "$metrics" \
-  --audit-file "$work/audit.jsonl" >/dev/null 2>"$work/egressd.log" &
-egressd_pid=$!
-pids+=($egressd_pid)
-for _ in $(seq 100); do
-  if [ -s "$work/ca.pem" ] && curl -fs "http://$metrics/readyz" >/dev/null 2>&1; then break; fi
-  sleep 0.1
-done
-curl -fs "http://$metrics/readyz" >/dev/null || { echo "egressd did not become ready:"; cat "$work/egressd.log"; exit 1; }
-kill -0 "${pids[0]}" 2>/dev/null || { echo "the demo origin did not start (ports $origin_dns, $origin_https busy?)"; exit 1; }
-
+start_egressd blind --policy examples/demo/policy.yaml
 export HTTPS_PROXY=http://$proxy
+url="https://models.demo.test:23443/weights.bin"
+
 echo "== 1. allowed: models.demo.test redirects to eu1.blob.demo.test (allowed by **.blob.demo.test)"
-curl -fsSL --cacert "$work/ca.pem" -o "$work/weights.bin" "https://models.demo.test:23443/weights.bin"
+curl -fsSL --cacert "$work/ca.pem" -o "$work/weights.bin" "$url"
 echo "downloaded $(stat -c %s "$work/weights.bin") bytes"
 
 echo
@@ -39,8 +36,56 @@ echo "== 3. denied: the cloud metadata address (classified, never dialled)"
 curl -s -x "http://$proxy" -D "$work/h2" "http://169.254.169.254/latest/meta-data/" || true
 grep -i '^x-egressd-reason' "$work/h2" || true
 
-# SIGTERM: egressd drains and flushes its audit records before it exits.
-kill -TERM "$egressd_pid"; wait "$egressd_pid" || true
+stop_egressd
 echo
 echo "== audit records (one JSON line per request; also on egressd's stdout)"
-cat "$work/audit.jsonl"
+cat "$work/audit-blind.jsonl"
+
+# exchanges FILE: one line per inspected exchange of FILE (kind inspected):
+# host, method, status, reason and, for a 3xx, the redirect target's host.
+exchanges() {
+  grep '"kind":"inspected"' "$1" | sed -E \
+    -e 's/.*"host":"([^"]*)".*"reason":"([^"]*)".*"http":\{"method":"([^"]*)","status":([0-9]+)(,"redirect_host":"([^"]*)")?.*/  \1  \3 \4  \2  redirect_host=\6/' \
+    -e 's/  redirect_host=$//'
+}
+
+echo
+echo "== TLS inspection: egressd's CA signs a leaf for models.demo.test; curl trusts that CA"
+ica=(--inspect-ca-cert "$work/inspect-ca.pem" --inspect-ca-key "$work/inspect-ca.key" --upstream-ca "$work/ca.pem")
+start_egressd models --policy examples/demo/inspect-models.yaml "${ica[@]}"
+
+echo "== 4. inspected: GET /weights.bin is allowed; its 302 names eu1.blob.demo.test, which no rule allows yet"
+if curl -sSL --cacert "$work/inspect-ca.pem" -o /dev/null "$url" 2>"$work/curl.err"; then
+  echo "UNEXPECTED: the download succeeded without a rule for the blob host"; exit 1
+fi
+cat "$work/curl.err"
+
+echo
+echo "== 5. denied path inside the inspected tunnel: GET /leak (the origin never sees it)"
+curl -sS --cacert "$work/inspect-ca.pem" -o /dev/null -D "$work/h3" -w 'status %{http_code}, ' "https://models.demo.test:23443/leak"
+grep -i '^x-egressd-reason' "$work/h3"
+stop_egressd
+
+echo
+echo "== the inspected exchanges (records of kind inspected; the signed URL's query is in none)"
+exchanges "$work/audit-models.jsonl"
+
+echo
+echo "== 6. egressd suggest: the blob host from the recorded redirect (exact, no question mark)"
+"$egressd" suggest --pods examples/demo/pods.yaml --cidr 127.0.0.0/8 "$work/audit-models.jsonl" | grep -v '^#'
+
+echo
+echo "== 7. with the blob host's rule (examples/demo/inspect-blob.yaml, inspected too): the download"
+start_egressd blob --policy examples/demo/inspect-models.yaml --policy examples/demo/inspect-blob.yaml "${ica[@]}"
+curl -fsSL --cacert "$work/inspect-ca.pem" -o "$work/weights.bin" "$url"
+echo "downloaded $(stat -c %s "$work/weights.bin") bytes"
+stop_egressd
+echo
+echo "== the inspected exchanges: the 302 and the blob's 200"
+exchanges "$work/audit-blob.jsonl"
+echo "== and the inspected tunnel of the blob host (tls.inspected, the origin's certificate, its requests)"
+grep '"kind":"connect"' "$work/audit-blob.jsonl" | grep '"inspected":true' | grep '"host":"eu1.blob.demo.test"'
+
+if grep -q -e "$(sed -n 2p "$work/inspect-ca.key")" -e DEMO-SECRET "$work"/audit-*.jsonl "$work"/egressd-*.log; then
+  echo "UNEXPECTED: the CA key or the signed URL's query is in a record or log line"; exit 1
+fi

@@ -5,7 +5,7 @@
 # the records call for, `egressd check` accepts it, and egressd in enforce
 # mode with it lets the same download through. `egressd report` prints the
 # records and writes the HTML map to out/demo-report.html.
-# Ports: EGRESSD_DEMO_PORT_BASE (default 23100) .. +4, as demo.sh.
+# Ports as world.sh says.
 set -euo pipefail
 # shellcheck source=world.sh
 source "$(dirname "$0")/world.sh"
@@ -23,24 +23,14 @@ spec:
       ports: [443]
 YAML
 
-# start MODE POLICY...: egressd in the background, ready when this returns.
+# start MODE POLICY...: egressd in MODE with these policies (records in
+# $work/audit-MODE.jsonl), ready when this returns.
 start() {
   local mode=$1; shift
   local args=()
   for p in "$@"; do args+=(--policy "$p"); done
-  ./bin/egressd run --mode "$mode" "${args[@]}" --pods examples/demo/pods.yaml \
-    --upstream-dns "$origin_dns" --proxy-addr "$proxy" --dns-addr "$dns" --metrics-addr "$metrics" \
-    --audit-file "$work/audit-$mode.jsonl" >/dev/null 2>"$work/egressd-$mode.log" &
-  egressd_pid=$!
-  pids+=($egressd_pid)
-  for _ in $(seq 100); do
-    if [ -s "$work/ca.pem" ] && curl -fs "http://$metrics/readyz" >/dev/null 2>&1; then return; fi
-    sleep 0.1
-  done
-  echo "egressd did not become ready:"; cat "$work/egressd-$mode.log"; exit 1
+  start_egressd "$mode" --mode "$mode" "${args[@]}"
 }
-# stop: SIGTERM, so that egressd drains and flushes its audit records.
-stop() { kill -TERM "$egressd_pid"; wait "$egressd_pid" || true; }
 
 export HTTPS_PROXY=http://$proxy
 url="https://models.demo.test:23443/weights.bin"
@@ -49,15 +39,15 @@ echo "== 1. audit mode, a policy that selects nobody: the download works, every 
 start audit "$work/unrelated.yaml"
 curl -fsSL --cacert "$work/ca.pem" -o "$work/weights.bin" "$url"
 echo "downloaded $(stat -c %s "$work/weights.bin") bytes"
-stop
+stop_egressd
 
 echo
 echo "== 2. egressd suggest: the policy the records call for (loopback is private: --cidr names it)"
-./bin/egressd suggest --pods examples/demo/pods.yaml --cidr 127.0.0.0/8 "$work/audit-audit.jsonl" | tee "$work/suggested.yaml"
+"$egressd" suggest --pods examples/demo/pods.yaml --cidr 127.0.0.0/8 "$work/audit-audit.jsonl" | tee "$work/suggested.yaml"
 
 echo
 echo "== 3. egressd check accepts it"
-./bin/egressd check --policy "$work/suggested.yaml" --pods examples/demo/pods.yaml
+"$egressd" check --policy "$work/suggested.yaml" --pods examples/demo/pods.yaml
 
 echo
 echo "== 4. enforce mode with the suggested policy: the same download works"
@@ -69,10 +59,10 @@ if curl -fsSL --cacert "$work/ca.pem" -o /dev/null "https://models.demo.test:234
   echo "UNEXPECTED: the redirect to exfil.demo.test was allowed"; exit 1
 fi
 echo "the redirect to exfil.demo.test stays denied"
-stop
+stop_egressd
 
 echo
 echo "== 5. egressd report of both runs (HTML map: out/demo-report.html)"
 mkdir -p out
-./bin/egressd report "$work/audit-audit.jsonl" "$work/audit-enforce.jsonl"
-./bin/egressd report --format html "$work/audit-audit.jsonl" "$work/audit-enforce.jsonl" >out/demo-report.html
+"$egressd" report "$work/audit-audit.jsonl" "$work/audit-enforce.jsonl"
+"$egressd" report --format html "$work/audit-audit.jsonl" "$work/audit-enforce.jsonl" >out/demo-report.html

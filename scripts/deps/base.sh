@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Base tools the tests drive as real clients: curl, python3 (urllib through
 # inspected tunnels), and ip (iproute2) for the network namespaces of the
-# injection end-to-end test (test/webhook), openssl (the inspection demo's
-# CA, make demo-inspect). Idempotent.
+# injection end-to-end test (test/webhook), openssl (bench/inspect's squid
+# CA; the demo makes its CAs in Go). Idempotent.
 set -euo pipefail
 missing=()
 command -v curl >/dev/null || missing+=(curl)

@@ -448,8 +448,10 @@ func TestEgressPolicies(t *testing.T) {
 			t.Errorf("apiVersion %s namespace %s, want egressd.dev/v1alpha1 in llm-prod", p.GetAPIVersion(), p.GetNamespace())
 		}
 		hosts, _, _ := unstructured.NestedSlice(p.Object, "spec", "egress")
-		if len(hosts) != 3 {
-			t.Errorf("%d egress rules, want 3", len(hosts))
+		if len(hosts) != 4 {
+			t.Errorf("%d egress rules, want 4", len(hosts))
+		} else if r, _ := hosts[3].(map[string]any); r["inspect"] != true || r["http"] == nil {
+			t.Errorf("rule 4 %v: want inspect: true with its http entries", r)
 		}
 		find(t, objs, "EgressPolicy", "api-clients")
 	})

@@ -2,7 +2,6 @@ package chart_test
 
 import (
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,12 +14,7 @@ import (
 // "flag provided but not defined" after a rename.
 func runFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "egressd")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/egressd")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildEgressd(t)
 	// -h exits 0 or 2 by flag package convention; the usage is what counts.
 	out, _ := exec.Command(bin, "run", "-h").CombinedOutput()
 	flags := map[string]bool{}

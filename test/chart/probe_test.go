@@ -34,11 +34,12 @@ func TestProbeHookPod(t *testing.T) {
 		labels    map[string]string
 		checks    []string // names of the probe file's checks; nil: no file
 		dnsConfig bool
+		inspectCA bool // the inspection CA's ConfigMap is mounted for --inspect-ca
 	}{
 		{
 			name:     "defaults: controls only, through the Service's link variables",
 			wantArgs: []string{"probe", "--proxy http://$(EGRESSD_SERVICE_HOST):3128", "--dns $(EGRESSD_SERVICE_HOST):53", "--timeout 5s"},
-			noArgs:   []string{"-f", "--outside=", "--direct", "--junit"},
+			noArgs:   []string{"-f", "--outside=", "--direct", "--junit", "--inspect-ca"},
 			labels:   map[string]string{"app.kubernetes.io/component": "egressd-probe"},
 		},
 		{
@@ -46,11 +47,12 @@ func TestProbeHookPod(t *testing.T) {
 			files: []string{allOnValues(t)},
 			wantArgs: []string{"--proxy http://10.96.0.53:3128", "--dns 10.96.0.53:53", "-f /etc/egressd-probe/probes.yaml",
 				"--outside=", "--direct 203.0.113.10:443", "--direct [2001:db8::10]:443", "--junit /reports/probe.xml",
-				"--timeout 10s", "--parallel 2"},
+				"--timeout 10s", "--parallel 2", "--inspect-ca /etc/egressd-inspection-ca/ca.crt"},
 			sa:        "llm-server",
 			labels:    map[string]string{"app.kubernetes.io/name": "llm-server", "egress.example.com/confined": "true"},
-			checks:    []string{"models", "blob", "pastebin"},
+			checks:    []string{"models", "blob", "pastebin", "llm-models", "llm-files"},
 			dnsConfig: true,
+			inspectCA: true,
 		},
 		{
 			name:     "enforce mode keeps the outside control, with its host",
@@ -128,6 +130,7 @@ func TestProbeHookPod(t *testing.T) {
 			}
 			checkProbeNotEgressd(t, objs, fullname, pod)
 			checkProbeFile(t, objs, fullname, pod, c.checks)
+			checkProbeInspectionCA(t, objs, fullname, pod, c.inspectCA)
 		})
 	}
 }
@@ -212,6 +215,38 @@ func checkProbeFile(t *testing.T, objs []*unstructured.Unstructured, fullname st
 	}
 }
 
+// checkProbeInspectionCA: with inspection on, the probe Pod mounts the
+// inspection CA's public ConfigMap read-only where --inspect-ca points,
+// and never the CA's Secret; without, neither.
+func checkProbeInspectionCA(t *testing.T, objs []*unstructured.Unstructured, fullname string, pod *corev1.Pod, want bool) {
+	t.Helper()
+	ctr := pod.Spec.Containers[0]
+	var caFile string
+	if i := slices.Index(ctr.Args, "--inspect-ca"); i >= 0 && i+1 < len(ctr.Args) {
+		caFile = ctr.Args[i+1]
+	}
+	var mounted bool
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil {
+			t.Errorf("the probe Pod mounts Secret %s", v.Secret.SecretName)
+		}
+		if v.ConfigMap == nil || v.ConfigMap.Name != fullname+"-inspection-ca" {
+			continue
+		}
+		for _, m := range ctr.VolumeMounts {
+			if m.Name == v.Name && m.ReadOnly && caFile == m.MountPath+"/ca.crt" {
+				mounted = true
+			}
+		}
+	}
+	if mounted != want || (caFile != "") != want {
+		t.Fatalf("inspection CA mounted %v, --inspect-ca %q; want %v (volumes %+v, mounts %+v)", mounted, caFile, want, pod.Spec.Volumes, ctr.VolumeMounts)
+	}
+	if want {
+		find(t, objs, "ConfigMap", fullname+"-inspection-ca")
+	}
+}
+
 func TestProbeHookRejects(t *testing.T) {
 	cases := []struct {
 		name string
@@ -221,6 +256,8 @@ func TestProbeHookRejects(t *testing.T) {
 		{"egressd's own label", []string{"tests.podLabels.app\\.kubernetes\\.io/name=egressd"}, "would make the probe Pod an egressd pod"},
 		{"check without port", []string{"tests.checks[0].name=a", "tests.checks[0].host=a.example.com", "tests.checks[0].expect=allow"}, "port"},
 		{"check with a bad expectation", []string{"tests.checks[0].name=a", "tests.checks[0].host=a.example.com", "tests.checks[0].port=443", "tests.checks[0].expect=block"}, "expect"},
+		{"path check without inspection", []string{"tests.checks[0].name=a", "tests.checks[0].host=a.example.com", "tests.checks[0].port=443", "tests.checks[0].expect=allow", "tests.checks[0].path=/v1/models"}, "inspection.caSecret must be set"},
+		{"path check with a query", []string{"tests.checks[0].name=a", "tests.checks[0].host=a.example.com", "tests.checks[0].port=443", "tests.checks[0].expect=allow", "tests.checks[0].path=/v1?x=1"}, "/tests/checks/0/path"},
 		{"check under the controls' prefix", []string{"tests.checks[0].name=control:x", "tests.checks[0].host=a.example.com", "tests.checks[0].port=443", "tests.checks[0].expect=allow"}, "name"},
 		{"unknown tests key", []string{"tests.image=busybox"}, "image"},
 		{"direct without port", []string{"tests.direct[0]=203.0.113.10"}, "direct"},

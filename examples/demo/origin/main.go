@@ -2,7 +2,10 @@
 // a DNS server that answers every *.demo.test name with 127.0.0.1, and a TLS
 // origin on 127.0.0.1 where models.demo.test redirects a download to a blob
 // host with a signed URL, and /leak redirects to a host no policy allows.
-// It writes the CA that signed its certificate to DIR/ca.pem for curl.
+// It writes the CA that signed its certificate to DIR/ca.pem for curl, and
+// a second CA for egressd's TLS inspection (DIR/inspect-ca.pem and
+// DIR/inspect-ca.key, --inspect-ca-cert and --inspect-ca-key) so that the
+// demo needs no openssl. ca.pem comes last: once it is there, all are.
 package main
 
 import (
@@ -23,7 +26,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", ".", "where to write ca.pem")
+	dir := flag.String("dir", ".", "where to write ca.pem and the inspection CA")
 	dnsAddr := flag.String("dns", "127.0.0.1:15353", "DNS listen address (UDP and TCP)")
 	httpsAddr := flag.String("https", "127.0.0.1:23443", "HTTPS listen address")
 	flag.Parse()
@@ -58,6 +61,16 @@ func run(dir, dnsAddr, httpsAddr string) error {
 		return err
 	}
 	go func() { _ = http.Serve(ln, http.HandlerFunc(serve)) }()
+	ica, err := certs.NewCA("egressd demo inspection CA")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "inspect-ca.key"), ica.KeyPEM(), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "inspect-ca.pem"), ica.CertPEM(), 0o644); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM(), 0o644); err != nil {
 		return err
 	}
