@@ -256,7 +256,7 @@ func TestProbeHookRejects(t *testing.T) {
 		{"egressd's own label", []string{"tests.podLabels.app\\.kubernetes\\.io/name=egressd"}, "would make the probe Pod an egressd pod"},
 		{"check without port", []string{"tests.checks[0].name=a", "tests.checks[0].host=a.example.com", "tests.checks[0].expect=allow"}, "port"},
 		{"check with a bad expectation", []string{"tests.checks[0].name=a", "tests.checks[0].host=a.example.com", "tests.checks[0].port=443", "tests.checks[0].expect=block"}, "expect"},
-		{"path check without inspection", []string{"tests.checks[0].name=a", "tests.checks[0].host=a.example.com", "tests.checks[0].port=443", "tests.checks[0].expect=allow", "tests.checks[0].path=/v1/models"}, "inspection.caSecret must be set"},
+		{"path check without inspection", []string{"tests.checks[0].name=a", "tests.checks[0].host=a.example.com", "tests.checks[0].port=443", "tests.checks[0].expect=allow", "tests.checks[0].path=/v1/models"}, "inspection.caSecret or inspection.certManager must be set"},
 		{"path check with a query", []string{"tests.checks[0].name=a", "tests.checks[0].host=a.example.com", "tests.checks[0].port=443", "tests.checks[0].expect=allow", "tests.checks[0].path=/v1?x=1"}, "/tests/checks/0/path"},
 		{"check under the controls' prefix", []string{"tests.checks[0].name=control:x", "tests.checks[0].host=a.example.com", "tests.checks[0].port=443", "tests.checks[0].expect=allow"}, "name"},
 		{"unknown tests key", []string{"tests.image=busybox"}, "image"},
