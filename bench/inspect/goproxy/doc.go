@@ -16,14 +16,16 @@
 //     port, if it gives one), else 403;
 //   - requests go upstream through one http.Transport per tunnel (so a
 //     tunnel has its own origin connection, as egressd's and squid's do),
-//     whose dial resolves the name, refuses any address outside -cidr and
-//     dials the address it checked; the origin is verified against
-//     -upstream-ca only.
+//     always to the tunnel's host and port (goproxy would route by Host),
+//     with a dial that resolves the name, refuses any address outside
+//     -cidr and dials the address it checked; the origin is verified
+//     against -upstream-ca only.
 //
 // What it does not do that egressd does: it writes no records (no tunnel
 // record, no per-request record), it presents its leaf before it has seen
-// the origin (the origin is dialled at the first request, and a failed
-// verification becomes a 502 inside the tunnel), and its decisions are not
+// the origin (the origin is dialled at the first request; a failed
+// verification closes an HTTP/1.1 tunnel without a response, or is a 502
+// on an h2 stream), and its decisions are not
 // egressd's pipeline (method and path rules, audit mode, revocation).
 // -h2 (on by default) is goproxy's AllowHTTP2: h2 to a client that offers
 // it; the tunnel's transport offers the origin the protocol the client

@@ -28,6 +28,8 @@ type Config struct {
 	CIDRs      []string // addresses the dial may reach; zero: none
 	H2         bool     // goproxy's AllowHTTP2; zero: HTTP/1.1 only (the command's default: on)
 	Verbose    bool     // goproxy's own log; zero: its warnings discarded
+
+	lookup lookupFunc // resolver of the dial; zero: net.DefaultResolver (tests set it)
 }
 
 func main() {
@@ -75,7 +77,7 @@ func newServer(c Config) (*http.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("goproxy-inspect: minting CA: %w", err)
 	}
-	rules, err := newRules(c.Allow, c.CIDRs)
+	rules, err := newRules(c.Allow, c.CIDRs, c.lookup)
 	if err != nil {
 		return nil, err
 	}

@@ -22,10 +22,17 @@ import (
 type rules struct {
 	targets map[string]bool // "host:port", host lower case
 	cidrs   []netip.Prefix
+	lookup  lookupFunc
 }
 
-func newRules(allow, cidrs []string) (*rules, error) {
-	r := &rules{targets: map[string]bool{}}
+// lookupFunc resolves a name (net.Resolver.LookupNetIP's shape).
+type lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+func newRules(allow, cidrs []string, lookup lookupFunc) (*rules, error) {
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupNetIP
+	}
+	r := &rules{targets: map[string]bool{}, lookup: lookup}
 	for _, a := range allow {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil || host == "" || port == "" {
@@ -65,7 +72,7 @@ func (r *rules) dial(ctx context.Context, network, addr string) (net.Conn, error
 	if err != nil {
 		return nil, fmt.Errorf("goproxy-inspect: dial %q: %w", addr, err)
 	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	ips, err := r.lookup(ctx, "ip", host)
 	if err != nil {
 		return nil, fmt.Errorf("goproxy-inspect: resolve %s: %w", host, err)
 	}
@@ -106,10 +113,14 @@ type tunnel struct {
 }
 
 // RoundTrip is goproxy's per-CONNECT RoundTripper (ProxyCtx.RoundTripper,
-// carried to every request of the MITMed tunnel). The first request says
-// which protocol the client speaks; the origin is offered the same, as
-// egressd does (h2 to h2, HTTP/1.1 to HTTP/1.1).
+// carried to every request of the MITMed tunnel). goproxy builds the
+// request's URL from its Host (https.go, "We prioritize req.Host"): a
+// Host without a port would be sent to :443. The request goes to the
+// tunnel's host and port instead (Host itself is checked, and kept). The
+// first request says which protocol the client speaks; the origin is
+// offered the same, as egressd does (h2 to h2, HTTP/1.1 to HTTP/1.1).
 func (t *tunnel) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+	req.URL.Host = net.JoinHostPort(t.host, t.port)
 	t.once.Do(func() {
 		t.tr = &http.Transport{
 			DialContext:         t.dial,
@@ -126,12 +137,12 @@ func (t *tunnel) RoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Respon
 // hostMatches is egressd's host check: Host names the tunnel's host (case
 // and a trailing dot aside) and, if it gives a port, the tunnel's port.
 func (t *tunnel) hostMatches(h string) bool {
-	host, port := h, ""
+	host := h
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-		host, port = h[:i], h[i+1:]
-	}
-	if port != "" && port != t.port {
-		return false
+		if h[i+1:] != t.port { // an empty port after a colon is no port of ours either
+			return false
+		}
+		host = h[:i]
 	}
 	return strings.EqualFold(strings.TrimSuffix(host, "."), t.host)
 }
