@@ -32,6 +32,26 @@ func cmdOrigin(args []string) error {
 	if err != nil {
 		return fmt.Errorf("h2load origin: %w", err)
 	}
+	srv := newOrigin(cert)
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("h2load origin: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("h2load origin: %w", err)
+	}
+	return nil
+}
+
+// newOrigin is the origin's server: /small and /bytes with the leaf, ALPN
+// h2 and http/1.1.
+func newOrigin(cert tls.Certificate) *http.Server {
 	chunk := make([]byte, 256<<10)
 	for i := range chunk {
 		chunk[i] = byte('a' + i%26)
@@ -62,7 +82,7 @@ func cmdOrigin(args []string) error {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
-	srv := &http.Server{
+	return &http.Server{
 		Handler:   mux,
 		Protocols: &protos,
 		TLSConfig: &tls.Config{
@@ -73,18 +93,4 @@ func cmdOrigin(args []string) error {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("h2load origin: %w", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("h2load origin: %w", err)
-	}
-	return nil
 }
