@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # Inspected tunnels: egressd (`inspect: true`) against squid-openssl doing
 # ssl-bump `bump` for the same host and against a goproxy-based MITM proxy
-# (bench/inspect/goproxy, its own module), on the shared peer bench's origin
-# and load client (PEER_BENCH, default ../shared/peer-bench beside the
-# checkout). All proxies mint leaves from one CA made here; the load client
-# trusts only that CA, the proxies trust the origin's CA upstream. Rounds
-# alternate the PEERS (squid, egressd, goproxy, squid, ...) with a fresh
-# proxy process each; the harness's `load report` prints medians and
-# per-round values. egressd resolves through a dnsmasq as in
-# bench/peer/run.sh (squid and goproxy read /etc/hosts), with the image's
-# GODEBUG. Then, each round, the H2_PEERS run bench/inspect/h2load (HTTP/1.1
-# and HTTP/2 inside the tunnel, same client, same h2-capable origin on
-# :18445), a fresh process per peer and round; H2_PEERS= skips it.
-# Usage: [ROUNDS=3] [QUICK=1] [PEERS="squid egressd goproxy"] [H2_PEERS="egressd goproxy"]
+# (bench/inspect/goproxy, its own module), on the peer bench's origin and
+# load client (PEER_BENCH: its directory, required). All proxies mint
+# leaves from one CA made here; the load client trusts only that CA, the
+# proxies trust the origin's CA upstream. Rounds alternate the PEERS
+# (squid, egressd, goproxy, squid, ...) with a fresh proxy process each;
+# the harness's `load report` prints medians and per-round values. egressd
+# resolves through a dnsmasq as in bench/peer/run.sh (squid and goproxy
+# read /etc/hosts), with the image's GODEBUG. Then, each round, the
+# H2_PEERS run bench/inspect/h2load (HTTP/1.1 and HTTP/2 inside the
+# tunnel, same client, same h2-capable origin on :18445), a fresh process
+# per peer and round; H2_PEERS= skips it.
+# Usage: PEER_BENCH=DIR [ROUNDS=3] [QUICK=1] [PEERS="squid egressd goproxy"] [H2_PEERS="egressd goproxy"]
 #        [BENCH_ARGS=...] [H2_ARGS=...] [BENCH_WORK=DIR] bench/inspect/run.sh
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-peer=${PEER_BENCH:-$repo/../shared/peer-bench}
+peer=${PEER_BENCH:?bench/inspect: set PEER_BENCH to the peer bench directory (its upstream/ and load/)}
 W=${BENCH_WORK:-${TMPDIR:-/tmp}/peer-bench}
 OUT=$W/inspect
 LOGS=$OUT/logs
