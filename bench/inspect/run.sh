@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
 # Inspected tunnels: egressd (`inspect: true`) against squid-openssl doing
-# ssl-bump `bump` for the same host, on the shared peer bench's origin and
-# load client (PEER_BENCH, default ../shared/peer-bench beside the checkout).
-# Both proxies mint leaves from one CA made here; the load client trusts
-# only that CA, both proxies trust the origin's CA upstream. Rounds
-# alternate squid, egressd, squid, egressd, ... with a fresh proxy process
-# each; the harness's `load report` prints medians and per-round values.
-# egressd resolves through a dnsmasq as in bench/peer/run.sh (squid reads
-# /etc/hosts), with the image's GODEBUG.
-# Usage: [ROUNDS=3] [QUICK=1] [BENCH_ARGS=...] [BENCH_WORK=DIR] bench/inspect/run.sh
+# ssl-bump `bump` for the same host and against a goproxy-based MITM proxy
+# (bench/inspect/goproxy, its own module), on the peer bench's origin and
+# load client (PEER_BENCH: its directory, required). All proxies mint
+# leaves from one CA made here; the load client trusts only that CA, the
+# proxies trust the origin's CA upstream. Rounds alternate the PEERS
+# (squid, egressd, goproxy, squid, ...) with a fresh proxy process each;
+# the harness's `load report` prints medians and per-round values. egressd
+# resolves through a dnsmasq as in bench/peer/run.sh (squid and goproxy
+# read /etc/hosts), with the image's GODEBUG. Then, each round, the
+# H2_PEERS run bench/inspect/h2load (HTTP/1.1 and HTTP/2 inside the
+# tunnel, same client, same h2-capable origin on :18445), a fresh process
+# per peer and round; H2_PEERS= skips it.
+# Usage: PEER_BENCH=DIR [ROUNDS=3] [QUICK=1] [PEERS="squid egressd goproxy"] [H2_PEERS="egressd goproxy"]
+#        [BENCH_ARGS=...] [H2_ARGS=...] [BENCH_WORK=DIR] bench/inspect/run.sh
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-peer=${PEER_BENCH:-$repo/../shared/peer-bench}
+peer=${PEER_BENCH:?bench/inspect: set PEER_BENCH to the peer bench directory (its upstream/ and load/)}
 W=${BENCH_WORK:-${TMPDIR:-/tmp}/peer-bench}
 OUT=$W/inspect
 LOGS=$OUT/logs
 ROUNDS=${ROUNDS:-3}
 BENCH_ARGS=${BENCH_ARGS:-}
+H2_ARGS=${H2_ARGS:-}
+PEERS=${PEERS-squid egressd goproxy}
+H2_PEERS=${H2_PEERS-egressd goproxy}
 if [[ -n ${QUICK:-} ]]; then
   ROUNDS=1
   BENCH_ARGS="-thr-bytes 268435456 -thr-runs 1 -dur 2s -max 4000 -idle 500 $BENCH_ARGS"
+  H2_ARGS="-thr-bytes 268435456 -thr-runs 1 -dur 2s -max 4000 $H2_ARGS"
 fi
+for p in $PEERS $H2_PEERS; do
+  case $p in squid|egressd|goproxy) ;; *) echo "bench/inspect: unknown peer $p (squid, egressd, goproxy)" >&2; exit 2 ;; esac
+done
+[[ " $H2_PEERS " == *" squid "* ]] && { echo "bench/inspect: squid 5.7 has no HTTP/2; H2_PEERS takes egressd, goproxy" >&2; exit 2; }
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -31,6 +44,12 @@ certgen=/usr/lib/squid/security_file_certgen
 command -v dnsmasq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base; }
 grep -qE '^127\.0\.0\.1[[:space:]].*\bup\.bench\.test\b' /etc/hosts || echo '127.0.0.1 up.bench.test' >> /etc/hosts
 ulimit -n "$(ulimit -Hn)"
+# Every port is fixed: a listener already there (another bench on this
+# machine) would answer in place of the proxy or origin started here.
+for port in 13128 14000 14190 15399 18443 18444 18445; do
+  [[ -z $(ss -Hltn "sport = :$port" 2>/dev/null) ]] ||
+    { echo "bench/inspect: port $port is already in use (another bench running?)" >&2; exit 1; }
+done
 
 mkdir -p "$W/bin" "$OUT/conf" "$LOGS"
 rm -f "$LOGS"/*
@@ -49,8 +68,13 @@ sed -i 's|Host: " + c\.host + |Host: " + c.target + |' "$src/load/main.go"
 (cd "$src" && go build -o "$W/bin/load-inspect" ./load)
 LOAD=$W/bin/load-inspect
 (cd "$repo" && make -s build)
+# The goproxy peer and the HTTP/2 load are modules of their own (egressd's
+# module never gains goproxy).
+(cd "$repo/bench/inspect/goproxy" && go build -o "$W/bin/goproxy-inspect" .)
+(cd "$repo/bench/inspect/h2load" && go build -o "$W/bin/h2load" .)
+H2LOAD=$W/bin/h2load
 
-# ------------------------------------------------------------ the minting CA (both proxies)
+# ------------------------------------------------------------ the minting CA (every proxy)
 CA=$OUT/mint-ca.pem KEY=$OUT/mint-ca.key
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
   -subj "/CN=egressd inspect bench CA" -addext basicConstraints=critical,CA:TRUE \
@@ -79,6 +103,14 @@ UP=$!; PIDS+=("$UP")
 "$LOAD" wait -addr 127.0.0.1:18443 -timeout 10s
 for _ in $(seq 50); do [[ -s $OUT/ca.pem ]] && break; sleep 0.2; done
 ORIGIN_CA=$OUT/ca.pem
+# The h2-capable origin for bench/inspect/h2load: the peer bench's origin
+# speaks HTTP/1.1 only, and egressd answers the client with the protocol
+# the origin chose. Same leaf (up.bench.test, from the origin's CA).
+if [[ -n $H2_PEERS ]]; then
+  "$H2LOAD" origin -addr 127.0.0.1:18445 -cert "$OUT/leaf.pem" -key "$OUT/leaf-key.pem" >"$LOGS/h2origin.log" 2>&1 &
+  H2UP=$!; PIDS+=("$H2UP")
+  "$LOAD" wait -addr 127.0.0.1:18445 -timeout 10s
+fi
 
 dnsmasq -k --port 15399 --listen-address 127.0.0.1 --bind-interfaces --no-resolv --no-dhcp-interface=lo --local-ttl=60 \
   --conf-file=/dev/null >/dev/null 2>&1 &
@@ -121,6 +153,7 @@ coredump_dir $LOGS
 SQUID
 
 # ------------------------------------------------------------ egressd: inspect: true for the same host
+# (port 18445 is the h2 origin's, for bench/inspect/h2load)
 cat > "$OUT/conf/policy.yaml" <<'POLICY'
 apiVersion: egressd.dev/v1alpha1
 kind: EgressPolicy
@@ -129,7 +162,7 @@ spec:
   podSelector: {}
   egress:
     - hosts: [up.bench.test]
-      ports: [18443]
+      ports: [18443, 18445]
       cidrs: [127.0.0.0/8]
       inspect: true
 POLICY
@@ -149,14 +182,20 @@ start_proxy() { # start_proxy NAME: sets CUR (PID), ADDR
         --dns-addr '' --metrics-addr '' --max-conns-per-client 20000 \
         --inspect-ca-cert "$CA" --inspect-ca-key "$KEY" --upstream-ca "$ORIGIN_CA" >>"$LOGS/egressd.stdout" 2>&1 &
       CUR=$!; ADDR=127.0.0.1:14000 ;;
+    goproxy)
+      # The same allow rule: the host and ports above, 127.0.0.0/8.
+      "$W/bin/goproxy-inspect" -addr 127.0.0.1:14190 -ca-cert "$CA" -ca-key "$KEY" -upstream-ca "$ORIGIN_CA" \
+        -allow up.bench.test:18443,up.bench.test:18445 -cidr 127.0.0.0/8 >>"$LOGS/goproxy.stdout" 2>&1 &
+      CUR=$!; ADDR=127.0.0.1:14190 ;;
   esac
 }
 
-RAW=$OUT/raw-$(date -u +%Y%m%d-%H%M%S).jsonl
-: >"$RAW"
+STAMP=$(date -u +%Y%m%d-%H%M%S)
+RAW=$OUT/raw-$STAMP.jsonl H2RAW=$OUT/raw-h2-$STAMP.jsonl
+: >"$RAW"; : >"$H2RAW"
 T0=$(date +%s)
 for round in $(seq 1 "$ROUNDS"); do
-  for name in squid egressd; do
+  for name in $PEERS; do
     "$LOAD" quiet -max 0.3 -timeout 20s 2>>"$LOGS/quiet.log" || true
     start_proxy "$name"
     if ! "$LOAD" wait -addr "$ADDR" -timeout 15s; then
@@ -174,12 +213,38 @@ for round in $(seq 1 "$ROUNDS"); do
     stop_pid "$CUR"; CUR=""
     sleep 1
   done
+  # HTTP/1.1 and HTTP/2 inside the tunnel through one fresh process per
+  # peer; which protocol goes first alternates by round.
+  protos="h1 h2"; (( round % 2 == 0 )) && protos="h2 h1"
+  for name in $H2_PEERS; do
+    "$LOAD" quiet -max 0.3 -timeout 20s 2>>"$LOGS/quiet.log" || true
+    start_proxy "$name"
+    if ! "$LOAD" wait -addr "$ADDR" -timeout 15s; then
+      log "$name (h2 load): did not start"; stop_pid "$CUR"; CUR=""; continue
+    fi
+    log "round $round/$ROUNDS: $name, h2load ($protos)"
+    for proto in $protos; do
+      # shellcheck disable=SC2086
+      timeout -k 5 "$BENCH_TIMEOUT" "$H2LOAD" bench -name "$name" -proto "$proto" -round "$round" -proxy "$ADDR" \
+        -target up.bench.test:18445 -pid "$CUR" -ca "$CA" -out "$H2RAW" $H2_ARGS 2>>"$LOGS/h2load.log" ||
+        log "$name $proto: h2load failed (see $LOGS/h2load.log)"
+      grep "^\[$name $proto r$round\]" "$LOGS/h2load.log" | tail -n 4 >&2 || true
+    done
+    stop_pid "$CUR"; CUR=""
+    sleep 1
+  done
 done
 
 header="Date: $(date -u '+%Y-%m-%d %H:%M UTC') · nproc: $(nproc) · $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) · $(go version | cut -d' ' -f3) · rounds: $ROUNDS · wall: $(( $(date +%s) - T0 )) s
-Versions: squid: $(/usr/sbin/squid -v | head -1) (ssl-bump bump); egressd: $(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD -- . ':!bench/inspect' || echo '+dirty') (inspect: true)
-Inspected tunnels: the client trusts only the minting CA; both proxies verify the origin against its CA. Client, proxies and origin share the same $(nproc) cores on 127.0.0.1. Raw data: $(basename "$RAW").
+Versions: squid: $(/usr/sbin/squid -v | head -1) (ssl-bump bump); egressd: $(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD -- . ':!bench/inspect' || echo '+dirty') (inspect: true); goproxy: $(grep -m1 -o 'elazarl/goproxy v[^ ]*' "$repo/bench/inspect/goproxy/go.mod" | cut -d' ' -f2) (ConnectMitm); peers: ${PEERS:-none}
+Inspected tunnels: the client trusts only the minting CA; every proxy verifies the origin against its CA. Client, proxies and origin share the same $(nproc) cores on 127.0.0.1. Raw data: $(basename "$RAW").
 "
 echo
 printf '%s\n' "$header"
-"$LOAD" report -in "$RAW" -md "$OUT/results.md" -header "$header"
+[[ -s $RAW ]] && "$LOAD" report -in "$RAW" -md "$OUT/results.md" -header "$header"
+if [[ -s $H2RAW ]]; then
+  echo
+  echo "HTTP/1.1 and HTTP/2 inside the inspected tunnel (bench/inspect/h2load, origin :18445; raw data: $(basename "$H2RAW")):"
+  echo
+  "$H2LOAD" report -in "$H2RAW" -md "$OUT/results-h2.md"
+fi
