@@ -13,13 +13,19 @@ build: ## the egressd binary in bin/
 deps: ## test tools: curl, dig, dnsperf, helm, etcd, kube-apiserver, kube-proxy, kube-controller-manager, buildah, podman, runc, skopeo (idempotent, cached in .tools/)
 	@for s in scripts/deps/*.sh; do echo "== $$s"; bash "$$s"; done
 
+# Benchmark peers with dependencies of their own, each in its own module so
+# that egressd's module and binary do not gain them.
+NESTED_MODULES := bench/inspect/goproxy bench/inspect/h2load
+
 test: deps lint ## everything CI runs
 	go test $(GO_TEST_FLAGS) ./...
+	@for m in $(NESTED_MODULES); do echo "go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done
 
 lint: ## gofmt, go vet, a tidy go.mod, package boundaries
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	go vet ./...
+	@for m in $(NESTED_MODULES); do (cd $$m && go mod tidy -diff && go vet ./...) || { echo "$$m: untidy or vet failed"; exit 1; }; done
 
 bench: build ## benchmarks: Decide, proxy vs direct, resolver vs dnsmasq/CoreDNS, report over 1,000,000 records, footprint (size, start, RSS at 10,000 pods)
 	go test -run '^$$' -bench . -benchmem ./policy/ ./resolver/ ./dnsserver/ ./proxy/ ./audit/
