@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/egressd/egressd/internal/http1"
 )
 
 // session is one inspected tunnel after both handshakes.
@@ -35,8 +37,9 @@ func (s *session) countRequest() {
 // connection in step; a longer body closes the connection instead.
 const maxDiscard = 1 << 20
 
-// serveH1 relays HTTP/1.1 requests one at a time: each head screened,
-// parsed, checked and decided, an allowed one forwarded re-framed by
+// serveH1 relays HTTP/1.1 requests one at a time: each head checked with
+// the plain-HTTP path's rules (http1.CheckHead), parsed, checked and
+// decided, an allowed one forwarded re-framed by
 // net/http over the one upstream connection and its response copied
 // back; a refused one answered 403 in the tunnel, which stays up.
 //
@@ -93,7 +96,9 @@ func (s *session) oneH1(br *bufio.Reader) (bool, error) {
 		return false, err
 	}
 	start := time.Now()
-	if err := screenHead(head); err != nil {
+	// The plain-HTTP path's head rules (internal/http1), then net/http's
+	// reader, which agrees on every head they pass (http1's FuzzCheckHead).
+	if err := http1.CheckHead(head); err != nil {
 		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
 		return false, err
 	}
@@ -290,11 +295,11 @@ func peekHead(br *bufio.Reader) ([]byte, error) {
 			return b[:i+4], nil
 		}
 		if len(b) >= br.Size() {
-			return b, fmt.Errorf("%w: head over %d bytes", errBadHead, br.Size())
+			return b, fmt.Errorf("%w: over %d bytes", http1.ErrHeadTooLarge, br.Size())
 		}
 		if _, err := br.Peek(len(b) + 1); err != nil {
 			if errors.Is(err, io.EOF) {
-				return b, fmt.Errorf("%w: connection closed inside a head", errBadHead)
+				return b, http1.ErrHeadEOF
 			}
 			return b, err
 		}

@@ -8,17 +8,21 @@
 // an inspected tunnel).
 //
 // It imports admit (the admission pipeline), policy (decisions), identity,
-// audit, inspect (the inspection engine), internal/metrics and resolver
-// (the Answer type only). It must not
+// audit, inspect (the inspection engine), internal/http1 (the HTTP/1
+// server), internal/metrics and resolver (the Answer type only). It must not
 // import kube, cmd, dnsserver, certs (tests and benchmarks only) or
 // client-go.
 //
-// Flow, one file per step: accept and read the head (server.go, head.go)
+// Flow, one file per step: the HTTP listeners run on internal/http1's
+// server (http.go implements its Handler: the connection budget, a record
+// for every refused head, each head to CONNECT or a forwarded request)
 // → identify and admit (admission.go: admit.Pipeline.Admit) → resolve,
 // guard and dial exactly the checked addresses (dial.go:
-// admit.Pipeline.Route, dialAddrs) → refuse (refusal.go) or relay: a tunnel
-// (tunnel*.go: first message, TLS and Host checks, server flight) or a
-// forwarded request (forward.go, response.go) → one record (exchange.go). Revalidate (revoke.go) decides open ones
-// again with admit.Pipeline.Redecide. docs/architecture.md, "Proxy request
-// flow", has the steps in detail.
+// admit.Pipeline.Route, dialAddrs) → refuse (refusal.go) or relay: a
+// tunnel (handler.go: serveConnect, Conn.Hijack; tunnel*.go: first
+// message, TLS and Host checks, server flight) or a forwarded request
+// (handler.go: serveRequest; forward.go) → one record (exchange.go).
+// Revalidate (revoke.go) decides open ones again with
+// admit.Pipeline.Redecide. docs/architecture.md, "Proxy request flow", has
+// the steps in detail.
 package proxy

@@ -22,7 +22,7 @@ import (
 
 // forwarder relays plain HTTP requests (absolute-form on the proxy
 // listener, Host-based on the Host listener) through httputil.ReverseProxy,
-// writing to the connection's responseWriter (response.go).
+// writing to the connection's http1.ResponseWriter.
 //
 // Upstream connections are not kept alive: a pooled connection was dialled
 // for an earlier request's decision (its rule's cidrs, its guard check), and
@@ -346,24 +346,4 @@ func (p *Proxy) refuseBadRequest(w http.ResponseWriter, ex *exchange, err error)
 	d := ex.decide(policy.Denied(policy.ReasonBadRequest))
 	ex.setError(err.Error())
 	writeRefusal(w, ex, deny(http.StatusBadRequest, d, err))
-}
-
-// requestHost splits an authority into host and port (def when absent).
-func requestHost(authority string, def int) (string, int, error) {
-	if authority == "" {
-		return "", 0, errors.New("missing host")
-	}
-	host, ps, err := net.SplitHostPort(authority)
-	if err != nil {
-		// No port: the whole authority is the host (brackets removed).
-		return strings.TrimSuffix(strings.TrimPrefix(authority, "["), "]"), def, nil
-	}
-	if ps == "" {
-		return host, def, nil
-	}
-	port, err := strconv.Atoi(ps)
-	if err != nil || port < 1 || port > 65535 {
-		return host, 0, fmt.Errorf("invalid port %q", ps)
-	}
-	return host, port, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/admit"
+	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/record"
@@ -35,7 +36,7 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	draining  bool
-	servers   map[*httpServer]struct{}
+	servers   map[*http1.Server]struct{}
 	listeners map[net.Listener]struct{}
 	tunnels   map[*tunnel]struct{}
 	// requests are the plain HTTP requests being forwarded, for
@@ -71,7 +72,7 @@ func New(cfg Config) (*Proxy, error) {
 		log:       cfg.Logger,
 		m:         cfg.Metrics,
 		mc:        newMetricChildren(cfg.Metrics),
-		servers:   map[*httpServer]struct{}{},
+		servers:   map[*http1.Server]struct{}{},
 		listeners: map[net.Listener]struct{}{},
 		tunnels:   map[*tunnel]struct{}{},
 		limit:     limit.NewConns(cfg.MaxConnsPerClient),
@@ -117,17 +118,6 @@ func (p *Proxy) ServeTransparentHTTP(ln net.Listener, port int) error {
 		return fmt.Errorf("proxy: transparent HTTP port %d: want 1-65535", port)
 	}
 	return p.serveHTTP(ln, port)
-}
-
-// serveHTTP serves an HTTP listener with egressd's own request reader
-// (head.go, server.go). HTTP/2 is not offered: CONNECT over h2 is not
-// supported here, and cleartext h2c is not enabled.
-func (p *Proxy) serveHTTP(ln net.Listener, port int) error {
-	s, err := p.newHTTPServer(ln, port)
-	if err != nil {
-		return err
-	}
-	return s.serve()
 }
 
 // ServeSNI serves transparent TLS on ln: the destination is the ClientHello's
@@ -189,7 +179,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.draining = true
 	p.drainFlag.Store(true)
-	servers := make([]*httpServer, 0, len(p.servers))
+	servers := make([]*http1.Server, 0, len(p.servers))
 	for s := range p.servers {
 		servers = append(servers, s)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/policy"
 )
 
@@ -77,11 +78,8 @@ func refusalBody(ex *exchange, rf *refusal) string {
 // close after it: CONNECT, refused heads, connections over the limit).
 func appendRefusal(b []byte, ex *exchange, rf *refusal) []byte {
 	body := refusalBody(ex, rf)
-	b = append(b, "HTTP/1.1 "...)
-	b = strconv.AppendInt(b, int64(rf.status), 10)
-	b = append(b, ' ')
-	b = append(b, statusText(rf.status)...)
-	b = append(b, "\r\nX-Egressd-Reason: "...)
+	b = http1.AppendStatusLine(b, rf.status)
+	b = append(b, "X-Egressd-Reason: "...)
 	b = append(b, rf.reason...)
 	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: "...)
 	b = strconv.AppendInt(b, int64(len(body)), 10)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
 )
@@ -193,10 +194,11 @@ func (p *Proxy) watchRequest(ex *exchange, cancel context.CancelFunc, conn net.C
 }
 
 // clientConn is the client connection under a response writer of
-// httpServer; nil for another writer (tests that call a handler directly).
+// internal/http1; nil for another writer (tests that call a handler
+// directly, the stdlib side of BenchmarkPlainHTTP).
 func clientConn(w http.ResponseWriter) net.Conn {
-	if rw, ok := w.(*responseWriter); ok {
-		return rw.hc.c
+	if rw, ok := w.(*http1.ResponseWriter); ok {
+		return rw.NetConn()
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 
+	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy/internal/sniff"
 )
@@ -57,7 +58,7 @@ func checkPlainHead(d policy.Decision, h *sniff.HTTPHead, host string, port int)
 		err = fmt.Errorf("proxy: plaintext %s request in the tunnel names no host; the CONNECT host is %q", h.Method, host)
 	}
 	for _, n := range names {
-		hn, hp, perr := requestHost(n, 0)
+		hn, hp, perr := http1.SplitAuthority(n, 0)
 		if perr != nil || !sameHost(hn, host) || hp != 0 && hp != port {
 			err = fmt.Errorf("proxy: plaintext request for %q in a tunnel to %q", truncate(n, maxHostLen), host)
 			break

@@ -6,7 +6,8 @@
 // test helpers stay out of the serving code and the CA out of all of it but
 // the webhook's certificate, the serving code links none of the client-go
 // packages that the lean binary left out (issue 17: the full clientset,
-// gentype, the event recorder), and nothing imports cmd.
+// gentype, the event recorder), internal/http1 is plumbing that only proxy
+// and inspect import, and nothing imports cmd.
 //
 // The rules read `go list` of the non-test code: what a binary links.
 // Tests may import what they like (certs, internal/testutil, k8stest).
@@ -108,7 +109,9 @@ var rules = []rule{
 		onlyModule: []string{}, mustNot: []string{clientGo}},
 	{pkg: "webhook", why: "webhook serves admission reviews; it reaches Kubernetes through its own interfaces (kube implements them) and must not import client-go, kube, proxy, resolver, dnsserver or cmd, nor the admission/v1 types (with authentication/v1 they cost 254 kB of the binary: webhook/review.go)",
 		mustNot: []string{clientGo, "kube", "proxy", "resolver", "dnsserver", "cmd", "k8s.io/api/admission", "k8s.io/api/authentication"}},
-	{pkg: "inspect", why: "inspect terminates the TLS of inspected tunnels over connections the proxy dialled and asks the caller for every decision; it imports no other package of this module (not policy: the caller decides) and no client-go",
+	{pkg: "inspect", why: "inspect terminates the TLS of inspected tunnels over connections the proxy dialled and asks the caller for every decision; of this module it imports internal/http1 only (the head rules; not policy: the caller decides; never proxy), and no client-go",
+		onlyModule: []string{"internal/http1"}, mustNot: []string{"proxy", clientGo}},
+	{pkg: "internal/http1", why: "http1 is HTTP/1 plumbing (head rules, body, response writer, connection loop): it decides and records nothing, so it imports no other package of this module (not policy, admit, record, audit or proxy) and no client-go",
 		onlyModule: []string{}, mustNot: []string{clientGo}},
 	{pkg: "certs", why: "the test CA must not import any other package of this module",
 		onlyModule: []string{}},
@@ -147,6 +150,17 @@ const rbacWhy = "the binary never reads its own Role; kube/rbac links the rbac/v
 // (docs/design.md, "Injection"), and cmd wires it. The proxy, resolver and
 // kube never do.
 var certsUsers = []string{"webhook", "cmd/egressd"}
+
+// importedOnlyBy lists packages that only the named packages (and their
+// sub-packages) may import directly: internal/http1 is the HTTP/1 server of
+// the proxy and the head rules of inspect, nobody else's.
+var importedOnlyBy = []struct {
+	pkg string
+	by  []string
+	why string
+}{
+	{"internal/http1", []string{"proxy", "inspect"}, "only proxy (its listeners) and inspect (the heads inside inspected tunnels) use internal/http1"},
+}
 
 // support is the module's code that is not egressd: benchmarks, examples,
 // the test trees and the internal test helpers. Everything else serves
@@ -188,6 +202,7 @@ func check(pkgs []pkg) []string {
 		if serving {
 			bad = append(bad, checkLean(self, p)...)
 		}
+		bad = append(bad, checkImporters(self, p)...)
 		for _, r := range rules {
 			if under(self, r.pkg) {
 				bad = append(bad, r.check(self, p)...)
@@ -200,6 +215,24 @@ func check(pkgs []pkg) []string {
 	for _, r := range rules {
 		if !seen[r.pkg] {
 			bad = append(bad, fmt.Sprintf("no package %s: a rule for it holds nothing (renamed? move its rule along)", r.pkg))
+		}
+	}
+	return bad
+}
+
+// checkImporters reports the direct imports of self that importedOnlyBy
+// keeps for other packages.
+func checkImporters(self string, p pkg) []string {
+	var bad []string
+	for _, imp := range p.Imports {
+		dep, inModule := rel(imp)
+		if !inModule {
+			continue
+		}
+		for _, o := range importedOnlyBy {
+			if under(dep, o.pkg) && !under(self, o.pkg) && !slices.ContainsFunc(o.by, func(b string) bool { return under(self, b) }) {
+				bad = append(bad, fmt.Sprintf("%s imports %s: %s", self, imp, o.why))
+			}
 		}
 	}
 	return bad
@@ -354,6 +387,14 @@ func TestRulesFire(t *testing.T) {
 		{"webhook links kube", "webhook", m("kube"), false, "webhook depends on " + m("kube")},
 		{"webhook links the admission types", "webhook", "k8s.io/api/admission/v1", false, "webhook depends on k8s.io/api/admission/v1"},
 		{"limit imports a library", "internal/limit", "github.com/hashicorp/golang-lru/v2", true, "limit imports github.com/hashicorp/golang-lru/v2"},
+		{"inspect links proxy", "inspect", m("proxy"), false, "inspect depends on " + m("proxy")},
+		{"inspect links policy", "inspect", m("policy"), false, "inspect depends on " + m("policy")},
+		{"http1 links policy", "internal/http1", m("policy"), false, "internal/http1 depends on " + m("policy")},
+		{"http1 links admit", "internal/http1", m("admit"), false, "internal/http1 depends on " + m("admit")},
+		{"http1 links record", "internal/http1", m("record"), false, "internal/http1 depends on " + m("record")},
+		{"http1 links proxy", "internal/http1", m("proxy"), false, "internal/http1 depends on " + m("proxy")},
+		{"dnsserver imports http1", "dnsserver", m("internal/http1"), true, "dnsserver imports " + m("internal/http1") + ": only proxy"},
+		{"cmd imports http1", "cmd/egressd", m("internal/http1"), true, "cmd/egressd imports " + m("internal/http1") + ": only proxy"},
 		{"certs links policy", "certs", m("policy"), false, "certs depends on " + m("policy")},
 		{"watch links metrics", "internal/watch", m("internal/metrics"), false, "watch depends on " + m("internal/metrics")},
 		{"metrics links cmd", "internal/metrics", m("cmd/egressd"), false, "nothing imports cmd"},

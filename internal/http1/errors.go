@@ -1,0 +1,17 @@
+package http1
+
+import "errors"
+
+// Errors of the head reader, wrapped in a *HeadError.
+var (
+	ErrHeadTooLarge = errors.New("http1: request head too large")
+	ErrHeadTimeout  = errors.New("http1: request head incomplete at the header timeout")
+	ErrHeadEOF      = errors.New("http1: connection closed inside a request head")
+	ErrMalformed    = errors.New("http1: malformed request head")
+)
+
+// ErrServerClosed is returned by Server.Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("http1: server closed")
+
+// errBodyClosed is a read of a request body after its Close.
+var errBodyClosed = errors.New("http1: read of a closed request body")
