@@ -1,21 +1,18 @@
 package inspect
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
-	"math/big"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/egressd/egressd/certs"
 )
 
 // LeafConfig configures Leaves. Zero values mean the defaults.
@@ -34,17 +31,18 @@ type LeafConfig struct {
 	CacheSize int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Rand is the entropy for keys and serials; nil means crypto/rand.
+	// Rand is the entropy certs.IssueWith draws serials from; nil means
+	// crypto/rand.
 	Rand io.Reader
 }
 
 // Leaves mints and caches one leaf certificate per host name, signed by
-// the inspection CA: ECDSA P-256, the name as its only SAN, short-lived.
-// Concurrent first uses of a name mint once. Safe for concurrent use.
+// the inspection CA through certs.IssueWith: ECDSA P-256, the name as its
+// only SAN, short-lived. Concurrent first uses of a name mint once. Safe
+// for concurrent use.
 type Leaves struct {
-	ca    *CA
+	ca    *certs.CA
 	cfg   LeafConfig
-	chain []byte // the CA's DER, sent after each leaf
 	cache *lru.Cache[string, *tls.Certificate]
 
 	mu       sync.Mutex
@@ -60,8 +58,9 @@ type mint struct {
 	err  error
 }
 
-// NewLeaves returns a leaf cache for ca.
-func NewLeaves(ca *CA, cfg LeafConfig) (*Leaves, error) {
+// NewLeaves returns a leaf cache for ca (certs.LoadCAFiles of
+// --inspect-ca-cert and --inspect-ca-key).
+func NewLeaves(ca *certs.CA, cfg LeafConfig) (*Leaves, error) {
 	if ca == nil {
 		return nil, fmt.Errorf("inspect: NewLeaves: no CA")
 	}
@@ -87,7 +86,7 @@ func NewLeaves(ca *CA, cfg LeafConfig) (*Leaves, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect: leaf cache: %w", err)
 	}
-	return &Leaves{ca: ca, cfg: cfg, chain: ca.cert.Raw, cache: cache, inflight: make(map[string]*mint)}, nil
+	return &Leaves{ca: ca, cfg: cfg, cache: cache, inflight: make(map[string]*mint)}, nil
 }
 
 // Minted returns how many leaves have been minted.
@@ -141,39 +140,13 @@ func (l *Leaves) mint(name string) (*tls.Certificate, error) {
 	if _, err := netip.ParseAddr(name); err == nil {
 		return nil, fmt.Errorf("%w: %q is an IP address", ErrNoName, name)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), l.cfg.Rand)
+	c, err := l.ca.IssueWith(certs.LeafConfig{Hosts: []string{name}, Validity: l.cfg.Lifetime,
+		Backdate: l.cfg.Backdate, Now: l.cfg.Now(), Rand: l.cfg.Rand, ServerOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("inspect: leaf key for %q: %w", name, err)
-	}
-	serial, err := rand.Int(l.cfg.Rand, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, fmt.Errorf("inspect: leaf serial for %q: %w", name, err)
-	}
-	now := l.cfg.Now()
-	notAfter := now.Add(l.cfg.Lifetime)
-	if notAfter.After(l.ca.cert.NotAfter) {
-		notAfter = l.ca.cert.NotAfter
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: name},
-		DNSNames:              []string{name},
-		NotBefore:             now.Add(-l.cfg.Backdate),
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(l.cfg.Rand, tmpl, l.ca.cert, &key.PublicKey, l.ca.key)
-	if err != nil {
-		return nil, fmt.Errorf("inspect: sign leaf for %q: %w", name, err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("inspect: parse leaf for %q: %w", name, err)
+		return nil, fmt.Errorf("inspect: leaf for %q: %w", name, err)
 	}
 	l.minted.Add(1)
-	return &tls.Certificate{Certificate: [][]byte{der, l.chain}, PrivateKey: key, Leaf: leaf}, nil
+	return &c, nil
 }
 
 // GetCertificate returns a tls.Config.GetCertificate for a tunnel to

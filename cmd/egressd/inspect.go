@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/inspect"
 	"github.com/egressd/egressd/proxy"
 )
@@ -21,7 +22,7 @@ func inspectEngine(o *runOptions) (*inspect.Engine, error) {
 	if o.inspectCACert == "" {
 		return nil, nil
 	}
-	ca, err := inspect.LoadCAFiles(o.inspectCACert, o.inspectCAKey, time.Now())
+	ca, err := certs.LoadCAFiles(o.inspectCACert, o.inspectCAKey, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("--inspect-ca-cert: %w", err)
 	}
