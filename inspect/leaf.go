@@ -34,7 +34,27 @@ type LeafConfig struct {
 	// Rand is the entropy certs.IssueWith draws serials from; nil means
 	// crypto/rand.
 	Rand io.Reader
+	// Counters count what Get answers (egressd_inspect_leaves_total);
+	// a nil one counts nothing.
+	Counters LeafCounters
 }
+
+// LeafCounters count leaf lookups, one of the three per Get: Hit (the
+// cached leaf, or the one a concurrent first use of the name minted),
+// Minted (this Get signed a new leaf: a first use, a renewal, a name the
+// cache had evicted) and Failed (no leaf: the client's handshake fails).
+type LeafCounters struct {
+	Hit, Minted, Failed Counter
+}
+
+// Counter is what LeafCounters count with; a prometheus.Counter is one.
+// Inc must not allocate (a cache hit does not).
+type Counter interface{ Inc() }
+
+// noCount is the Counter of a nil LeafCounters field.
+type noCount struct{}
+
+func (noCount) Inc() {}
 
 // Leaves mints and caches one leaf certificate per host name, signed by
 // the inspection CA through certs.IssueWith: ECDSA P-256, the name as its
@@ -82,6 +102,11 @@ func NewLeaves(ca *certs.CA, cfg LeafConfig) (*Leaves, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
 	}
+	for _, c := range []*Counter{&cfg.Counters.Hit, &cfg.Counters.Minted, &cfg.Counters.Failed} {
+		if *c == nil {
+			*c = noCount{}
+		}
+	}
 	cache, err := lru.New[string, *tls.Certificate](cfg.CacheSize)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: leaf cache: %w", err)
@@ -93,28 +118,44 @@ func NewLeaves(ca *certs.CA, cfg LeafConfig) (*Leaves, error) {
 func (l *Leaves) Minted() int64 { return l.minted.Load() }
 
 // Get returns the leaf for name (a normalized host name): the cached one
-// while it has more than RenewBefore left, else a new one. A hit does not
-// allocate.
+// while it has more than RenewBefore left, else a new one. Each call
+// counts one of Counters. A hit does not allocate.
 func (l *Leaves) Get(name string) (*tls.Certificate, error) {
-	if c, ok := l.cache.Get(name); ok && l.cfg.Now().Before(c.Leaf.NotAfter.Add(-l.cfg.RenewBefore)) {
+	if c, ok := l.cache.Get(name); ok && l.fresh(c) {
+		l.cfg.Counters.Hit.Inc()
 		return c, nil
 	}
-	return l.mintOnce(name)
+	c, minted, err := l.mintOnce(name)
+	switch {
+	case err != nil:
+		l.cfg.Counters.Failed.Inc()
+	case minted:
+		l.cfg.Counters.Minted.Inc()
+	default:
+		l.cfg.Counters.Hit.Inc()
+	}
+	return c, err
 }
 
-// mintOnce mints the leaf for name, once for all concurrent callers.
-func (l *Leaves) mintOnce(name string) (*tls.Certificate, error) {
+// fresh reports whether the cached leaf c has more than RenewBefore left.
+func (l *Leaves) fresh(c *tls.Certificate) bool {
+	return l.cfg.Now().Before(c.Leaf.NotAfter.Add(-l.cfg.RenewBefore))
+}
+
+// mintOnce mints the leaf for name, once for all concurrent callers;
+// minted is true for the caller that signed it.
+func (l *Leaves) mintOnce(name string) (c *tls.Certificate, minted bool, err error) {
 	l.mu.Lock()
 	if m, ok := l.inflight[name]; ok {
 		l.mu.Unlock()
 		<-m.done
-		return m.cert, m.err
+		return m.cert, false, m.err
 	}
 	// A caller that waited for the lock may find the leaf another one
 	// just minted.
-	if c, ok := l.cache.Peek(name); ok && l.cfg.Now().Before(c.Leaf.NotAfter.Add(-l.cfg.RenewBefore)) {
+	if c, ok := l.cache.Peek(name); ok && l.fresh(c) {
 		l.mu.Unlock()
-		return c, nil
+		return c, false, nil
 	}
 	m := &mint{done: make(chan struct{})}
 	l.inflight[name] = m
@@ -128,7 +169,7 @@ func (l *Leaves) mintOnce(name string) (*tls.Certificate, error) {
 	delete(l.inflight, name)
 	l.mu.Unlock()
 	close(m.done)
-	return m.cert, m.err
+	return m.cert, m.err == nil, m.err
 }
 
 // mint makes a leaf: ECDSA P-256, SAN exactly name, serverAuth, valid

@@ -192,6 +192,15 @@ func TestEndToEndInspection(t *testing.T) {
 		}
 	}
 
+	// Two tunnels to api.test, one per protocol: the first handshake
+	// minted its leaf, the second took it from the cache. Both were counted
+	// before curl's handshakes completed, so the scrape needs no wait.
+	for result, want := range map[string]float64{"minted": 1, "hit": 1, "failed": 0} {
+		if got := in.metric(t, `egressd_inspect_leaves_total{result="`+result+`"}`); got != want {
+			t.Errorf("egressd_inspect_leaves_total{result=%q} = %v; want %v", result, got, want)
+		}
+	}
+
 	// An origin whose certificate does not name the host: never presented.
 	if code, _, _ := in.curlRaw(t, w.world, "127.0.0.2", "--proxy", "http://"+in.proxy, "--cacert", w.icaCert, "https://wrongname.test:"+w.port+"/"); code == 0 {
 		t.Fatal("curl reached an origin that failed verification")

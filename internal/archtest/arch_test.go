@@ -86,7 +86,7 @@ var rules = []rule{
 		mustNot: []string{"report", "proxy", "resolver", "dnsserver", "kube", "cmd", clientGo}},
 	{pkg: "probe", why: "probe is a client of egressd: policy's names and reasons only, never the serving packages, audit, cmd or client-go",
 		onlyModule: []string{"policy"}, mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
-	{pkg: "kube", why: "kube adapts the API to policy and identity and reads audit records for Events; it never reaches the serving packages, cmd, the test CA or the test helpers",
+	{pkg: "kube", why: "kube adapts the API to policy and identity and reads audit records for Events; it never reaches the serving packages, cmd, the CA (certs) or the test helpers",
 		mustNot: []string{"proxy", "resolver", "dnsserver", "cmd", "certs", "internal/testutil", "internal/dnstest", "internal/k8stest"}},
 	{pkg: "identity", why: "identity maps addresses to pods from API types; it must not import client-go, proxy, resolver, kube or cmd",
 		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "cmd", clientGo}},
