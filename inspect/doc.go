@@ -1,6 +1,7 @@
 // Package inspect is egressd's TLS inspection (docs/design.md "Inspection",
-// docs/inspection.md): the inspection CA (LoadCA), one short-lived leaf
-// per host name minted on first use and cached (Leaves), and the engine
+// docs/inspection.md): one short-lived leaf per host name, signed on first
+// use by the inspection CA through certs (the one CA loader and issuer)
+// and cached (Leaves: the cache, single flight and renewal), and the engine
 // that terminates an inspected tunnel's TLS, opens a verified TLS
 // connection to the origin over the connection the proxy already dialled,
 // and relays HTTP/1.1 and HTTP/2 request by request, asking a callback for
@@ -9,7 +10,7 @@
 // It owns no policy and no dialling: the proxy decides the tunnel, dials
 // the guard-checked address and hands both connections over; the engine
 // never resolves or dials a name. It imports no other package of this
-// module but policy-free helpers, logs nothing and keeps no global state.
+// module but certs, logs nothing and keeps no global state.
 //
 // Request flow of one inspected tunnel (Engine.Serve):
 //
@@ -24,5 +25,6 @@
 //	  (method, status, proto, bytes, redirect host; never bodies,
 //	  credentials or query strings).
 //
-// The CA key stays inside CA; no error, record or method exposes it.
+// The CA key stays inside certs.CA; nothing of this package reads it, and
+// no error or record of it holds it.
 package inspect

@@ -4,14 +4,6 @@ import "errors"
 
 // Sentinel errors, matched with errors.Is through any wrapping.
 var (
-	// ErrCAKeyMismatch: the inspection CA's key is not the key of its
-	// certificate.
-	ErrCAKeyMismatch = errors.New("inspect: the CA key does not match the CA certificate")
-	// ErrNotCA: the certificate cannot sign leaves (no CA:TRUE basic
-	// constraint, or no keyCertSign key usage).
-	ErrNotCA = errors.New("inspect: the certificate is not a CA")
-	// ErrCAExpired: the CA is outside its validity period.
-	ErrCAExpired = errors.New("inspect: the CA is not valid now")
 	// ErrBadPEM: a PEM input holds no usable block.
 	ErrBadPEM = errors.New("inspect: bad PEM")
 	// ErrNoName: a leaf was asked for without a host name (or for an IP).

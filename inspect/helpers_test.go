@@ -7,11 +7,13 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"math/big"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/egressd/egressd/certs"
+	"github.com/egressd/egressd/internal/testutil"
 )
 
 // testCA is a CA made for one test: its certificate, its key and both as
@@ -29,36 +31,8 @@ func newTestCA(t testing.TB, name string, edit func(*x509.Certificate)) *testCA 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(30 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	if edit != nil {
-		edit(tmpl)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{
-		cert:    cert,
-		key:     key,
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
-	}
+	p := testutil.NewPEMCA(t, name, key, edit)
+	return &testCA{cert: p.Cert, key: key, certPEM: p.CertPEM, keyPEM: p.KeyPEM}
 }
 
 // issue signs a server certificate for names (DNS names or IPs) with ca;
@@ -100,9 +74,9 @@ func (ca *testCA) pool() *x509.CertPool {
 	return p
 }
 
-func (ca *testCA) load(t testing.TB) *CA {
+func (ca *testCA) load(t testing.TB) *certs.CA {
 	t.Helper()
-	c, err := LoadCA(ca.certPEM, ca.keyPEM, time.Now())
+	c, err := certs.LoadCA(ca.certPEM, ca.keyPEM, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

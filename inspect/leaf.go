@@ -1,21 +1,18 @@
 package inspect
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
-	"math/big"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/egressd/egressd/certs"
 )
 
 // LeafConfig configures Leaves. Zero values mean the defaults.
@@ -34,17 +31,38 @@ type LeafConfig struct {
 	CacheSize int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Rand is the entropy for keys and serials; nil means crypto/rand.
+	// Rand is the entropy certs.IssueWith draws serials from; nil means
+	// crypto/rand.
 	Rand io.Reader
+	// Counters count what Get answers (egressd_inspect_leaves_total);
+	// a nil one counts nothing.
+	Counters LeafCounters
 }
 
+// LeafCounters count leaf lookups, one of the three per Get: Hit (the
+// cached leaf, or the one a concurrent first use of the name minted),
+// Minted (this Get signed a new leaf: a first use, a renewal, a name the
+// cache had evicted) and Failed (no leaf: the client's handshake fails).
+type LeafCounters struct {
+	Hit, Minted, Failed Counter
+}
+
+// Counter is what LeafCounters count with; a prometheus.Counter is one.
+// Inc must not allocate (a cache hit does not).
+type Counter interface{ Inc() }
+
+// noCount is the Counter of a nil LeafCounters field.
+type noCount struct{}
+
+func (noCount) Inc() {}
+
 // Leaves mints and caches one leaf certificate per host name, signed by
-// the inspection CA: ECDSA P-256, the name as its only SAN, short-lived.
-// Concurrent first uses of a name mint once. Safe for concurrent use.
+// the inspection CA through certs.IssueWith: ECDSA P-256, the name as its
+// only SAN, short-lived. Concurrent first uses of a name mint once. Safe
+// for concurrent use.
 type Leaves struct {
-	ca    *CA
+	ca    *certs.CA
 	cfg   LeafConfig
-	chain []byte // the CA's DER, sent after each leaf
 	cache *lru.Cache[string, *tls.Certificate]
 
 	mu       sync.Mutex
@@ -60,8 +78,9 @@ type mint struct {
 	err  error
 }
 
-// NewLeaves returns a leaf cache for ca.
-func NewLeaves(ca *CA, cfg LeafConfig) (*Leaves, error) {
+// NewLeaves returns a leaf cache for ca (certs.LoadCAFiles of
+// --inspect-ca-cert and --inspect-ca-key).
+func NewLeaves(ca *certs.CA, cfg LeafConfig) (*Leaves, error) {
 	if ca == nil {
 		return nil, fmt.Errorf("inspect: NewLeaves: no CA")
 	}
@@ -83,39 +102,60 @@ func NewLeaves(ca *CA, cfg LeafConfig) (*Leaves, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
 	}
+	for _, c := range []*Counter{&cfg.Counters.Hit, &cfg.Counters.Minted, &cfg.Counters.Failed} {
+		if *c == nil {
+			*c = noCount{}
+		}
+	}
 	cache, err := lru.New[string, *tls.Certificate](cfg.CacheSize)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: leaf cache: %w", err)
 	}
-	return &Leaves{ca: ca, cfg: cfg, chain: ca.cert.Raw, cache: cache, inflight: make(map[string]*mint)}, nil
+	return &Leaves{ca: ca, cfg: cfg, cache: cache, inflight: make(map[string]*mint)}, nil
 }
 
 // Minted returns how many leaves have been minted.
 func (l *Leaves) Minted() int64 { return l.minted.Load() }
 
 // Get returns the leaf for name (a normalized host name): the cached one
-// while it has more than RenewBefore left, else a new one. A hit does not
-// allocate.
+// while it has more than RenewBefore left, else a new one. Each call
+// counts one of Counters. A hit does not allocate.
 func (l *Leaves) Get(name string) (*tls.Certificate, error) {
-	if c, ok := l.cache.Get(name); ok && l.cfg.Now().Before(c.Leaf.NotAfter.Add(-l.cfg.RenewBefore)) {
+	if c, ok := l.cache.Get(name); ok && l.fresh(c) {
+		l.cfg.Counters.Hit.Inc()
 		return c, nil
 	}
-	return l.mintOnce(name)
+	c, minted, err := l.mintOnce(name)
+	switch {
+	case err != nil:
+		l.cfg.Counters.Failed.Inc()
+	case minted:
+		l.cfg.Counters.Minted.Inc()
+	default:
+		l.cfg.Counters.Hit.Inc()
+	}
+	return c, err
 }
 
-// mintOnce mints the leaf for name, once for all concurrent callers.
-func (l *Leaves) mintOnce(name string) (*tls.Certificate, error) {
+// fresh reports whether the cached leaf c has more than RenewBefore left.
+func (l *Leaves) fresh(c *tls.Certificate) bool {
+	return l.cfg.Now().Before(c.Leaf.NotAfter.Add(-l.cfg.RenewBefore))
+}
+
+// mintOnce mints the leaf for name, once for all concurrent callers;
+// minted is true for the caller that signed it.
+func (l *Leaves) mintOnce(name string) (c *tls.Certificate, minted bool, err error) {
 	l.mu.Lock()
 	if m, ok := l.inflight[name]; ok {
 		l.mu.Unlock()
 		<-m.done
-		return m.cert, m.err
+		return m.cert, false, m.err
 	}
 	// A caller that waited for the lock may find the leaf another one
 	// just minted.
-	if c, ok := l.cache.Peek(name); ok && l.cfg.Now().Before(c.Leaf.NotAfter.Add(-l.cfg.RenewBefore)) {
+	if c, ok := l.cache.Peek(name); ok && l.fresh(c) {
 		l.mu.Unlock()
-		return c, nil
+		return c, false, nil
 	}
 	m := &mint{done: make(chan struct{})}
 	l.inflight[name] = m
@@ -129,7 +169,7 @@ func (l *Leaves) mintOnce(name string) (*tls.Certificate, error) {
 	delete(l.inflight, name)
 	l.mu.Unlock()
 	close(m.done)
-	return m.cert, m.err
+	return m.cert, m.err == nil, m.err
 }
 
 // mint makes a leaf: ECDSA P-256, SAN exactly name, serverAuth, valid
@@ -141,39 +181,13 @@ func (l *Leaves) mint(name string) (*tls.Certificate, error) {
 	if _, err := netip.ParseAddr(name); err == nil {
 		return nil, fmt.Errorf("%w: %q is an IP address", ErrNoName, name)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), l.cfg.Rand)
+	c, err := l.ca.IssueWith(certs.LeafConfig{Hosts: []string{name}, Validity: l.cfg.Lifetime,
+		Backdate: l.cfg.Backdate, Now: l.cfg.Now(), Rand: l.cfg.Rand, ServerOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("inspect: leaf key for %q: %w", name, err)
-	}
-	serial, err := rand.Int(l.cfg.Rand, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, fmt.Errorf("inspect: leaf serial for %q: %w", name, err)
-	}
-	now := l.cfg.Now()
-	notAfter := now.Add(l.cfg.Lifetime)
-	if notAfter.After(l.ca.cert.NotAfter) {
-		notAfter = l.ca.cert.NotAfter
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: name},
-		DNSNames:              []string{name},
-		NotBefore:             now.Add(-l.cfg.Backdate),
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(l.cfg.Rand, tmpl, l.ca.cert, &key.PublicKey, l.ca.key)
-	if err != nil {
-		return nil, fmt.Errorf("inspect: sign leaf for %q: %w", name, err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("inspect: parse leaf for %q: %w", name, err)
+		return nil, fmt.Errorf("inspect: leaf for %q: %w", name, err)
 	}
 	l.minted.Add(1)
-	return &tls.Certificate{Certificate: [][]byte{der, l.chain}, PrivateKey: key, Leaf: leaf}, nil
+	return &c, nil
 }
 
 // GetCertificate returns a tls.Config.GetCertificate for a tunnel to

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestLeafShape(t *testing.T) {
@@ -154,10 +157,82 @@ func TestLeafCacheEvicts(t *testing.T) {
 	}
 }
 
+// TestLeafCounters: every Get counts one of hit, minted and failed;
+// concurrent first uses of a name count one minted and the rest hits; a
+// renewal is a minting.
+func TestLeafCounters(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	t0 := time.Now()
+	now.Store(&t0)
+	var hit, minted, failed counter
+	leaves, err := NewLeaves(newTestCA(t, "ca", nil).load(t), LeafConfig{
+		Now:      func() time.Time { return *now.Load() },
+		Counters: LeafCounters{Hit: &hit, Minted: &minted, Failed: &failed},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	steps := []struct {
+		name                string
+		do                  func(t *testing.T)
+		hit, minted, failed int64 // totals after the step
+	}{
+		{"first use", func(t *testing.T) { mustGet(t, leaves, "a.example") }, 0, 1, 0},
+		{"cached", func(t *testing.T) { mustGet(t, leaves, "a.example") }, 1, 1, 0},
+		{"no name", func(t *testing.T) { _, _ = leaves.Get("") }, 1, 1, 1},
+		{"an address", func(t *testing.T) { _, _ = leaves.Get("192.0.2.1") }, 1, 1, 2},
+		{"concurrent first uses", func(t *testing.T) {
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range n {
+				wg.Go(func() {
+					<-start
+					if _, err := leaves.Get("b.example"); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+		}, 1 + n - 1, 2, 2},
+		{"renewal", func(t *testing.T) {
+			later := t0.Add(17 * time.Hour) // 7h left of 24h: under RenewBefore
+			now.Store(&later)
+			mustGet(t, leaves, "a.example")
+		}, n, 3, 2},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			s.do(t)
+			if hit.n.Load() != s.hit || minted.n.Load() != s.minted || failed.n.Load() != s.failed {
+				t.Fatalf("hit %d minted %d failed %d; want %d %d %d", hit.n.Load(), minted.n.Load(), failed.n.Load(), s.hit, s.minted, s.failed)
+			}
+		})
+	}
+	if leaves.Minted() != minted.n.Load() {
+		t.Fatalf("Minted() %d, the counter %d", leaves.Minted(), minted.n.Load())
+	}
+}
+
+// counter is a Counter for tests.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Inc() { c.n.Add(1) }
+
+func mustGet(t *testing.T, l *Leaves, name string) {
+	t.Helper()
+	if _, err := l.Get(name); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLeafHitNoAlloc: a cache hit through the TLS callback allocates
-// nothing (the handshake's own allocations aside).
+// nothing (the handshake's own allocations aside), with its Prometheus
+// counter counting it.
 func TestLeafHitNoAlloc(t *testing.T) {
-	leaves, err := NewLeaves(newTestCA(t, "ca", nil).load(t), LeafConfig{})
+	hits := prometheus.NewCounter(prometheus.CounterOpts{Name: "hits"})
+	leaves, err := NewLeaves(newTestCA(t, "ca", nil).load(t), LeafConfig{Counters: LeafCounters{Hit: hits}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +247,10 @@ func TestLeafHitNoAlloc(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("a leaf cache hit allocates %v times; want 0", n)
+	}
+	var m dto.Metric
+	if err := hits.Write(&m); err != nil || m.GetCounter().GetValue() < 1000 {
+		t.Fatalf("hits counted %v (%v); want at least 1000", m.GetCounter().GetValue(), err)
 	}
 }
 

@@ -51,11 +51,7 @@ func newInspectEnv(t testing.TB, o envOpt) *inspectEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := inspect.LoadCA(ica.CertPEM(), ica.KeyPEM(), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaves, err := inspect.NewLeaves(ca, inspect.LeafConfig{})
+	leaves, err := inspect.NewLeaves(ica, inspect.LeafConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

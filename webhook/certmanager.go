@@ -201,7 +201,7 @@ func (m *CertManager) Run(ctx context.Context) {
 // good: the Secret's root and pair parse, the pair is the root's, names
 // all of m.hosts, and neither is due for renewal at now.
 func (m *CertManager) good(data map[string][]byte, now time.Time) bool {
-	ca, err := certs.LoadCA(data[SecretCA], data[SecretCAKey])
+	ca, err := certs.LoadCA(data[SecretCA], data[SecretCAKey], now)
 	if err != nil || ca.Certificate().NotAfter.Sub(now) < m.cfg.CertValidity {
 		return false
 	}
@@ -222,7 +222,7 @@ func (m *CertManager) good(data map[string][]byte, now time.Time) bool {
 // old root while it lives long enough, else from a new root whose bundle
 // keeps the old root until it expires.
 func (m *CertManager) issue(old map[string][]byte, now time.Time) (map[string][]byte, error) {
-	ca, err := certs.LoadCA(old[SecretCA], old[SecretCAKey])
+	ca, err := certs.LoadCA(old[SecretCA], old[SecretCAKey], now)
 	if err != nil || ca.Certificate().NotAfter.Sub(now) < m.cfg.CertValidity {
 		ca, err = certs.NewCAWith(certs.CAConfig{CommonName: caCommonName + " " + m.cfg.Namespace, Validity: m.cfg.CAValidity, Now: now})
 		if err != nil {

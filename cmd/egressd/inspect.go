@@ -5,7 +5,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/inspect"
+	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/proxy"
 )
 
@@ -17,15 +19,15 @@ const inspectIdleTimeout = 5 * time.Minute
 // into the engine that serves inspected tunnels; nil without a CA (rules
 // with inspect: true are then refused at load). Errors name the files and
 // the certificate, never key bytes.
-func inspectEngine(o *runOptions) (*inspect.Engine, error) {
+func inspectEngine(o *runOptions, m *metrics.Metrics) (*inspect.Engine, error) {
 	if o.inspectCACert == "" {
 		return nil, nil
 	}
-	ca, err := inspect.LoadCAFiles(o.inspectCACert, o.inspectCAKey, time.Now())
+	ca, err := certs.LoadCAFiles(o.inspectCACert, o.inspectCAKey, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("--inspect-ca-cert: %w", err)
 	}
-	leaves, err := inspect.NewLeaves(ca, inspect.LeafConfig{})
+	leaves, err := inspect.NewLeaves(ca, inspect.LeafConfig{Counters: leafCounters(m)})
 	if err != nil {
 		return nil, fmt.Errorf("--inspect-ca-cert: %w", err)
 	}
@@ -43,4 +45,14 @@ func inspectEngine(o *runOptions) (*inspect.Engine, error) {
 		Leaves: leaves, Roots: roots, IdleTimeout: inspectIdleTimeout,
 		RecordPath: proxy.HTTPPath(o.auditHTTPPath) == proxy.HTTPPathFull,
 	})
+}
+
+// leafCounters are egressd_inspect_leaves_total's children, looked up
+// once: a leaf cache hit then counts with one atomic add.
+func leafCounters(m *metrics.Metrics) inspect.LeafCounters {
+	return inspect.LeafCounters{
+		Hit:    m.InspectLeaves.WithLabelValues(metrics.LeafHit),
+		Minted: m.InspectLeaves.WithLabelValues(metrics.LeafMinted),
+		Failed: m.InspectLeaves.WithLabelValues(metrics.LeafFailed),
+	}
 }

@@ -13,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/egressd/egressd/certs"
 )
@@ -173,6 +175,10 @@ func TestEndToEndInspection(t *testing.T) {
 		if len(got) != len(steps) {
 			t.Fatalf("%s: %d inspected records of tunnel %v; want %d:\n%s", proto.name, len(got), tun["id"], len(steps), in.audit.String())
 		}
+		// In request order: an exchange is recorded when egressd has relayed
+		// its response, and curl may send the next request before that
+		// (seen over HTTP/2: a 403 recorded before the 200 asked first).
+		slices.SortStableFunc(got, func(a, b map[string]any) int { return recordStart(t, a).Compare(recordStart(t, b)) })
 		for i, s := range steps {
 			r := got[i]
 			h, _ := r["http"].(map[string]any)
@@ -184,6 +190,15 @@ func TestEndToEndInspection(t *testing.T) {
 			if _, ok := h["path"]; ok {
 				t.Errorf("path recorded without --audit-http-path full: %v", r)
 			}
+		}
+	}
+
+	// Two tunnels to api.test, one per protocol: the first handshake
+	// minted its leaf, the second took it from the cache. Both were counted
+	// before curl's handshakes completed, so the scrape needs no wait.
+	for result, want := range map[string]float64{"minted": 1, "hit": 1, "failed": 0} {
+		if got := in.metric(t, `egressd_inspect_leaves_total{result="`+result+`"}`); got != want {
+			t.Errorf("egressd_inspect_leaves_total{result=%q} = %v; want %v", result, got, want)
 		}
 	}
 
@@ -207,4 +222,14 @@ func TestEndToEndInspection(t *testing.T) {
 	}
 
 	checkNoSecrets(t, in, w)
+}
+
+// recordStart is a record's start time.
+func recordStart(t *testing.T, r map[string]any) time.Time {
+	t.Helper()
+	start, err := time.Parse(time.RFC3339Nano, fmt.Sprint(r["start"]))
+	if err != nil {
+		t.Fatalf("record start %v: %v", r["start"], err)
+	}
+	return start
 }

@@ -175,7 +175,7 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	defer cancel()
 	var g runGroup
 
-	eng, err := inspectEngine(o)
+	eng, err := inspectEngine(o, m)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,7 @@
 // policy), policy is pure, proxy
 // links the resolver's client and cache but never the DNS server, probe is a client,
 // test helpers stay out of the serving code and the CA out of all of it but
-// the webhook's certificate, the serving code links none of the client-go
+// the webhook's certificate and inspection's leaves, the serving code links none of the client-go
 // packages that the lean binary left out (issue 17: the full clientset,
 // gentype, the event recorder), internal/http1 is plumbing that only proxy
 // and inspect import, and nothing imports cmd.
@@ -87,14 +87,14 @@ var rules = []rule{
 		mustNot: []string{"report", "proxy", "resolver", "dnsserver", "kube", "cmd", clientGo}},
 	{pkg: "probe", why: "probe is a client of egressd: policy's names and reasons only, never the serving packages, audit, cmd or client-go",
 		onlyModule: []string{"policy"}, mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
-	{pkg: "kube", why: "kube adapts the API to policy and identity and reads audit records for Events; it never reaches the serving packages, cmd, the test CA or the test helpers",
+	{pkg: "kube", why: "kube adapts the API to policy and identity and reads audit records for Events; it never reaches the serving packages, cmd, the CA (certs) or the test helpers",
 		mustNot: []string{"proxy", "resolver", "dnsserver", "cmd", "certs", "internal/testutil", "internal/dnstest", "internal/k8stest"}},
 	{pkg: "identity", why: "identity maps addresses to pods from API types; it must not import client-go, proxy, resolver, kube or cmd",
 		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "cmd", clientGo}},
 	{pkg: "audit", why: "audit writes records; it must not import proxy, resolver, kube or cmd",
 		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "cmd"}},
-	{pkg: "proxy", why: "proxy serves; it must not import kube, cmd, the DNS server (only the resolver's client and cache), certs (tests and benchmarks only) or client-go",
-		mustNot: []string{"kube", "cmd", "dnsserver", "certs", clientGo}},
+	{pkg: "proxy", why: "proxy serves; it must not import kube, cmd, the DNS server (only the resolver's client and cache) or client-go; certs only through inspect (certsUsers)",
+		mustNot: []string{"kube", "cmd", "dnsserver", clientGo}},
 	{pkg: "resolver", why: "resolver is the upstream client and the cache; it must not import proxy, the DNS server, kube, cmd or client-go",
 		mustNot: []string{"proxy", "dnsserver", "kube", "cmd", clientGo}},
 	{pkg: "dnsserver", why: "dnsserver serves names; it must not import proxy, kube, cmd, certs or client-go",
@@ -109,11 +109,11 @@ var rules = []rule{
 		onlyModule: []string{}, mustNot: []string{clientGo}},
 	{pkg: "webhook", why: "webhook serves admission reviews; it reaches Kubernetes through its own interfaces (kube implements them) and must not import client-go, kube, proxy, resolver, dnsserver or cmd, nor the admission/v1 types (with authentication/v1 they cost 254 kB of the binary: webhook/review.go)",
 		mustNot: []string{clientGo, "kube", "proxy", "resolver", "dnsserver", "cmd", "k8s.io/api/admission", "k8s.io/api/authentication"}},
-	{pkg: "inspect", why: "inspect terminates the TLS of inspected tunnels over connections the proxy dialled and asks the caller for every decision; of this module it imports internal/http1 only (the head rules; not policy: the caller decides; never proxy), and no client-go",
-		onlyModule: []string{"internal/http1"}, mustNot: []string{"proxy", clientGo}},
+	{pkg: "inspect", why: "inspect terminates the TLS of inspected tunnels over connections the proxy dialled and asks the caller for every decision; of this module it imports internal/http1 (the head rules) and certs (the one CA loader and issuer) only: not policy (the caller decides), never proxy, and no client-go",
+		onlyModule: []string{"internal/http1", "certs"}, mustNot: []string{"proxy", clientGo}},
 	{pkg: "internal/http1", why: "http1 is HTTP/1 plumbing (head rules, body, response writer, connection loop): it decides and records nothing, so it imports no other package of this module (not policy, admit, record, audit or proxy) and no client-go",
 		onlyModule: []string{}, mustNot: []string{clientGo}},
-	{pkg: "certs", why: "the test CA must not import any other package of this module",
+	{pkg: "certs", why: "the one CA loader and issuer must not import any other package of this module",
 		onlyModule: []string{}},
 	{pkg: "internal/watch", why: "watch polls files; it imports no other package of this module",
 		onlyModule: []string{}},
@@ -145,11 +145,36 @@ var lean = []struct{ path, why string }{
 // rbacWhy: kube/rbac, inside the module, is checked with the module rules.
 const rbacWhy = "the binary never reads its own Role; kube/rbac links the rbac/v1 API types"
 
-// certsUsers are the serving packages that may link certs: the admission
+// certsUsers are the serving packages that may import certs: the admission
 // webhook makes its own serving certificate when no cert-manager does
-// (docs/design.md, "Injection"), and cmd wires it. The proxy, resolver and
-// kube never do.
-var certsUsers = []string{"webhook", "cmd/egressd"}
+// (docs/design.md, "Injection"), inspect has certs sign the leaves of
+// inspected tunnels (docs/design.md, "Inspection"), and cmd loads the CAs
+// and wires both.
+var certsUsers = []string{"webhook", "inspect", "cmd/egressd"}
+
+// certsVia are the certs users through which other serving code may link
+// certs without importing it: the proxy hands inspected tunnels to inspect
+// and never touches a CA or a key itself. The resolver and kube never link
+// it at all.
+var certsVia = []string{"webhook", "inspect"}
+
+// certsLinkOK reports whether the serving package p, which links certs,
+// may: it is a certs user, or it does not import certs and links a
+// package of certsVia.
+func certsLinkOK(self string, p pkg) bool {
+	if slices.ContainsFunc(certsUsers, func(u string) bool { return under(self, u) }) {
+		return true
+	}
+	for _, imp := range p.Imports {
+		if r, ok := rel(imp); ok && under(r, "certs") {
+			return false
+		}
+	}
+	return slices.ContainsFunc(p.Deps, func(d string) bool {
+		r, ok := rel(d)
+		return ok && slices.ContainsFunc(certsVia, func(v string) bool { return under(r, v) })
+	})
+}
 
 // importedOnlyBy lists packages that only the named packages (and their
 // sub-packages) may import directly: internal/http1 is the HTTP/1 server of
@@ -195,8 +220,9 @@ func check(pkgs []pkg) []string {
 				bad = append(bad, fmt.Sprintf("%s depends on %s: testutil is for tests and bench/ only", self, dep))
 			case under(dep, "kube/rbac") && serving:
 				bad = append(bad, fmt.Sprintf("%s depends on %s: %s", self, d, rbacWhy))
-			case under(dep, "certs") && serving && !slices.ContainsFunc(certsUsers, func(u string) bool { return under(self, u) }):
-				bad = append(bad, fmt.Sprintf("%s depends on %s: the CA stays out of the serving code but for the webhook's certificate (egressd never terminates TLS)", self, dep))
+			case under(dep, "certs") && serving && !certsLinkOK(self, p):
+				bad = append(bad, fmt.Sprintf("%s depends on %s: the CA stays out of the serving code but for the webhook's certificate and inspection's leaves (only %s import it; others link it only through %s)",
+					self, dep, strings.Join(certsUsers, ", "), strings.Join(certsVia, " or ")))
 			}
 		}
 		if serving {
@@ -370,7 +396,7 @@ func TestRulesFire(t *testing.T) {
 		{"identity links client-go", "identity", "k8s.io/client-go/tools/cache", false, "identity depends on k8s.io/client-go/tools/cache"},
 		{"audit links resolver", "audit", m("resolver"), false, "audit depends on " + m("resolver")},
 		{"proxy links kube", "proxy", m("kube"), false, "proxy depends on " + m("kube")},
-		{"proxy links certs", "proxy", m("certs"), false, "proxy depends on " + m("certs")},
+		{"proxy imports certs", "proxy", m("certs"), true, "proxy depends on certs: the CA stays out"},
 		{"resolver links proxy", "resolver", m("proxy"), false, "resolver depends on " + m("proxy")},
 		{"proxy links the DNS server", "proxy", m("dnsserver"), false, "proxy depends on " + m("dnsserver")},
 		{"dnsserver links proxy", "dnsserver", m("proxy"), false, "dnsserver depends on " + m("proxy")},
@@ -401,6 +427,8 @@ func TestRulesFire(t *testing.T) {
 		{"a test tree is imported", "probe", m("test/chart"), false, "the test trees are not imported"},
 		{"serving code links testutil", "identity", m("internal/testutil"), false, "testutil is for tests and bench/ only"},
 		{"serving code links certs", "internal/metrics", m("certs"), false, "the CA stays out of the serving code"},
+		{"a sub-package of proxy imports certs", "proxy/internal/sniff", m("certs"), true, "proxy/internal/sniff depends on certs: the CA stays out"},
+		{"inspect links policy", "inspect", m("policy"), false, "inspect depends on " + m("policy")},
 		{"serving code links the full clientset", "kube", "k8s.io/client-go/kubernetes", false, "kube depends on k8s.io/client-go/kubernetes: the full clientset"},
 		{"cmd links the clientset's scheme", "cmd/egressd", "k8s.io/client-go/kubernetes/scheme", false, "cmd/egressd depends on k8s.io/client-go/kubernetes/scheme: the full clientset"},
 		{"serving code links a typed client", "identity", "k8s.io/client-go/kubernetes/typed/core/v1", false, "identity depends on k8s.io/client-go/kubernetes/typed/core/v1"},

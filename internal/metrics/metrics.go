@@ -32,7 +32,16 @@ type Metrics struct {
 	AuditDropped   prometheus.Counter     // records lost: a sink's buffer was full, or Close gave up
 	AuditAvailable prometheus.Gauge       // 1 while every audit sink takes records
 	UpstreamErrors *prometheus.CounterVec // DNS upstream errors, kind: timeout, network, servfail
+	InspectLeaves  *prometheus.CounterVec // inspection's leaf lookups, result: LeafHit, LeafMinted, LeafFailed
 }
+
+// Results of an inspected tunnel's leaf lookup: the result label of
+// egressd_inspect_leaves_total.
+const (
+	LeafHit    = "hit"    // the cached leaf (or one a concurrent first use minted)
+	LeafMinted = "minted" // a new leaf signed: first use, renewal, after eviction
+	LeafFailed = "failed" // no leaf: the client's handshake fails
+)
 
 // New creates the collectors, unregistered; see Register.
 func New() *Metrics {
@@ -86,6 +95,9 @@ func New() *Metrics {
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "egressd_dns_upstream_errors_total", Help: "Failed upstream DNS exchanges by kind.",
 		}, []string{"kind"}),
+		InspectLeaves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "egressd_inspect_leaves_total", Help: "Leaf certificates looked up for inspected tunnels' handshakes, by result: hit (cached), minted (signed by the inspection CA), failed.",
+		}, []string{"result"}),
 	}
 	return m
 }
@@ -95,7 +107,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.Requests, m.DNSQueries, m.DialSeconds, m.DNSSeconds,
 		m.ActiveTunnels, m.BytesRelayed, m.CacheHits, m.CacheMisses, m.CacheSize, m.Reloads,
 		m.ReloadErrors, m.PolicyStale, m.Identities, m.Policies, m.AuditWritten, m.AuditFailed,
-		m.AuditDropped, m.AuditAvailable, m.UpstreamErrors} {
+		m.AuditDropped, m.AuditAvailable, m.UpstreamErrors, m.InspectLeaves} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
