@@ -28,6 +28,10 @@ type CA struct {
 	cert    *x509.Certificate
 	key     crypto.Signer
 	certPEM []byte
+	// chain is what follows each leaf IssueWith makes: the CA's DER, then
+	// the intermediates that followed it in the loaded PEM (LoadCA), so a
+	// client that trusts only the root above an intermediate CA verifies.
+	chain [][]byte
 }
 
 // CAConfig configures NewCAWith.
@@ -89,7 +93,8 @@ func NewCAWith(cfg CAConfig) (*CA, error) {
 }
 
 func newCA(cert *x509.Certificate, key crypto.Signer) *CA {
-	return &CA{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})}
+	return &CA{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}),
+		chain: [][]byte{cert.Raw}}
 }
 
 // CertPEM returns the CA certificate in PEM (for curl --cacert).

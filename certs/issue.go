@@ -47,7 +47,8 @@ func (ca *CA) Issue(hosts ...string) (tls.Certificate, error) {
 // IssueWith returns a leaf certificate as cfg says: a fresh ECDSA P-256
 // key, CA:FALSE, digitalSignature, serverAuth (and clientAuth unless
 // ServerOnly), signed by the CA's key of whatever type; its chain is the
-// leaf and the CA, and Leaf is set.
+// leaf, the CA and the intermediates loaded after it (LoadCA), and Leaf is
+// set.
 func (ca *CA) IssueWith(cfg LeafConfig) (tls.Certificate, error) {
 	hosts := cfg.Hosts
 	if len(hosts) == 0 {
@@ -96,7 +97,7 @@ func (ca *CA) IssueWith(cfg LeafConfig) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("certs: parse leaf for %q: %w", hosts[0], err)
 	}
-	return tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
+	return tls.Certificate{Certificate: append([][]byte{der}, ca.chain...), PrivateKey: key, Leaf: leaf}, nil
 }
 
 // sans splits hosts into DNS names and IP addresses. A list without IPs

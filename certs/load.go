@@ -31,8 +31,10 @@ func LoadCAFiles(certFile, keyFile string, now time.Time) (*CA, error) {
 	return ca, nil
 }
 
-// LoadCA parses a PEM CA certificate (the first CERTIFICATE block: a
-// bundle's first root) and its PEM private key (the first PKCS #8, SEC 1
+// LoadCA parses a PEM CA certificate (the first CERTIFICATE block; the
+// blocks after it are its chain up to a root, as cert-manager writes
+// tls.crt for an intermediate CA, sent after every leaf) and its PEM
+// private key (the first PKCS #8, SEC 1
 // EC or PKCS #1 RSA block; ECDSA, RSA or Ed25519) and refuses, with an
 // error a person can act on: a key that is not the certificate's
 // (ErrCAKeyMismatch), a certificate without the CA:TRUE basic constraint
@@ -42,11 +44,11 @@ func LoadCAFiles(certFile, keyFile string, now time.Time) (*CA, error) {
 // Every refusal also matches ErrBadCA. Errors name the subject and the
 // block type, never key material.
 func LoadCA(certPEM, keyPEM []byte, now time.Time) (*CA, error) {
-	block := firstBlock(certPEM, "CERTIFICATE")
-	if block == nil {
+	blocks := certificates(certPEM)
+	if len(blocks) == 0 {
 		return nil, refuse(ErrBadPEM, "no CERTIFICATE block in the CA certificate")
 	}
-	cert, err := x509.ParseCertificate(block.Bytes)
+	cert, err := x509.ParseCertificate(blocks[0])
 	if err != nil {
 		return nil, refuse(ErrBadPEM, "the CA certificate does not parse: "+err.Error())
 	}
@@ -66,7 +68,14 @@ func LoadCA(certPEM, keyPEM []byte, now time.Time) (*CA, error) {
 		return nil, refuse(ErrCAExpired, fmt.Sprintf("%s is valid from %s to %s", cert.Subject,
 			cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339)))
 	}
-	return newCA(cert, key), nil
+	ca := newCA(cert, key)
+	for _, der := range blocks[1:] {
+		if _, err := x509.ParseCertificate(der); err != nil {
+			return nil, refuse(ErrBadPEM, "a certificate after the CA's does not parse: "+err.Error())
+		}
+		ca.chain = append(ca.chain, der)
+	}
+	return ca, nil
 }
 
 // refuse is LoadCA's error: the reason's sentinel (which matches
@@ -75,13 +84,17 @@ func refuse(reason error, detail string) error {
 	return fmt.Errorf("%w: %s", reason, detail)
 }
 
-// firstBlock returns the first PEM block of type typ, skipping others.
-func firstBlock(data []byte, typ string) *pem.Block {
+// certificates returns the DER of every CERTIFICATE block of data, in
+// order.
+func certificates(data []byte) [][]byte {
+	var ders [][]byte
 	for {
 		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil || b.Type == typ {
-			return b
+		if b, data = pem.Decode(data); b == nil {
+			return ders
+		}
+		if b.Type == "CERTIFICATE" {
+			ders = append(ders, b.Bytes)
 		}
 	}
 }
