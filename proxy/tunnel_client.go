@@ -60,11 +60,7 @@ func (t *tunnel) clientFirst(pre []byte, hello *sniff.ClientHello, check string)
 			t.mu.Lock()
 			t.notTLS, t.head = true, first.Head
 			t.mu.Unlock()
-			d, err := checkPlainHead(t.ex.decision(), first.Head, check, t.ex.port)
-			t.ex.decide(d)
-			if err != nil {
-				t.fail(err)
-				t.closeBoth()
+			if !t.checked(checkPlainHead(t.ex.decision(), first.Head, check, t.ex.port)) {
 				return false
 			}
 		default:
@@ -80,11 +76,7 @@ func (t *tunnel) clientFirst(pre []byte, hello *sniff.ClientHello, check string)
 		t.mu.Lock()
 		t.hello = hello
 		t.mu.Unlock()
-		d, err := checkHello(t.ex.decision(), hello, check)
-		t.ex.decide(d)
-		if err != nil {
-			t.fail(err)
-			t.closeBoth()
+		if !t.checked(checkHello(t.ex.decision(), hello, check)) {
 			return false
 		}
 	}
@@ -111,6 +103,18 @@ func (t *tunnel) refuse(d policy.Decision, err error) {
 	t.ex.decide(d)
 	t.fail(err)
 	t.closeBoth()
+}
+
+// checked takes the answer of a check of the client's first message
+// (checkHello, checkPlainHead): its decision goes to the exchange, and an
+// error refuses the tunnel (false).
+func (t *tunnel) checked(d policy.Decision, err error) bool {
+	if err != nil {
+		t.refuse(d, err)
+		return false
+	}
+	t.ex.decide(d)
+	return true
 }
 
 func (t *tunnel) setNotTLS() {
