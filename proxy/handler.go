@@ -33,9 +33,8 @@ func (p *Proxy) serveConnect(hc *httpConn, head *requestHead) (readerFree, hijac
 	}
 	host, port, absolute, err := connectTarget(head.target)
 	if err != nil {
-		ex.host, ex.port = truncate(host, maxHostLen), port
-		p.identify(ex)
-		return refuse(deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err))
+		ex.port = port
+		return refuse(p.badRequest(ex, host, err))
 	}
 	if rf := p.admit(ex, host, port); rf != nil {
 		return refuse(rf)
@@ -104,9 +103,7 @@ func (p *Proxy) serveRequest(hc *httpConn, head *requestHead) (keep, readerFree 
 	_ = hc.c.SetReadDeadline(time.Time{})
 	u, err := url.ParseRequestURI(head.target)
 	if err != nil {
-		ex.host = truncate(authorityHost(head.target, false), maxHostLen)
-		p.identify(ex)
-		rf := deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err)
+		rf := p.badRequest(ex, authorityHost(head.target, false), err)
 		_, _ = hc.c.Write(appendRefusal(nil, ex, rf))
 		ex.finish(err)
 		return false, true
@@ -183,21 +180,18 @@ func (p *Proxy) serveRequest(hc *httpConn, head *requestHead) (keep, readerFree 
 func (p *Proxy) handleProxy(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	switch {
 	case !r.URL.IsAbs():
-		ex.host = truncate(r.Host, maxHostLen)
-		p.refuseBadRequest(w, ex, errors.New("not a proxy request: absolute-form or CONNECT required"))
+		p.refuseBadRequest(w, ex, r.Host, errors.New("not a proxy request: absolute-form or CONNECT required"))
 		return
 	case r.URL.Scheme != "http":
 		// https:// in absolute form would make egressd the TLS client and
 		// hide the pod's handshake; clients must use CONNECT (curl, Go and
 		// Python do for https:// through HTTPS_PROXY).
-		ex.host = truncate(r.URL.Hostname(), maxHostLen)
-		p.refuseBadRequest(w, ex, fmt.Errorf("scheme %q in absolute-form: use CONNECT", r.URL.Scheme))
+		p.refuseBadRequest(w, ex, r.URL.Hostname(), fmt.Errorf("scheme %q in absolute-form: use CONNECT", r.URL.Scheme))
 		return
 	}
 	host, port, err := requestHost(r.URL.Host, 80)
 	if err != nil {
-		ex.host = truncate(host, maxHostLen)
-		p.refuseBadRequest(w, ex, err)
+		p.refuseBadRequest(w, ex, host, err)
 		return
 	}
 	p.forward(w, r, ex, host, port)
@@ -208,8 +202,7 @@ func (p *Proxy) handleProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 // listener's port.
 func (p *Proxy) handleTransparentHTTP(w http.ResponseWriter, r *http.Request, ex *exchange, port int) {
 	if r.Method == http.MethodConnect || r.URL.IsAbs() && r.URL.Scheme != "http" {
-		ex.host = truncate(r.Host, maxHostLen)
-		p.refuseBadRequest(w, ex, errors.New("not a plain HTTP request"))
+		p.refuseBadRequest(w, ex, r.Host, errors.New("not a plain HTTP request"))
 		return
 	}
 	host, _, err := requestHost(r.Host, port)
@@ -217,8 +210,7 @@ func (p *Proxy) handleTransparentHTTP(w http.ResponseWriter, r *http.Request, ex
 		if err == nil {
 			err = errors.New("missing host")
 		}
-		ex.host = truncate(host, maxHostLen)
-		p.refuseBadRequest(w, ex, err)
+		p.refuseBadRequest(w, ex, host, err)
 		return
 	}
 	p.forward(w, r, ex, host, port)
