@@ -47,6 +47,9 @@ type Reading struct {
 func Read[T any](c Conn, buf []byte, r Reading, parse func([]byte) (T, error)) ([]byte, T, error) {
 	var v T
 	var err error
+	if r.Max <= 0 {
+		return buf, v, errors.New("sniff: Reading.Max must be positive")
+	}
 	// rest: the deadline in force is Rest's (from the start when First is
 	// zero, else from the first byte).
 	rest := r.First == 0

@@ -67,6 +67,9 @@ func (s *scripted) SetReadDeadline(t time.Time) error {
 
 var errTimeout = os.ErrDeadlineExceeded
 
+// errAny stands for an error the case does not name.
+var errAny = errors.New("any error")
+
 func TestRead(t *testing.T) {
 	errIdle := errors.New("idle")
 	for _, tc := range []struct {
@@ -110,6 +113,8 @@ func TestRead(t *testing.T) {
 		{name: "no idle after the first byte", steps: []step{{"a", nil}, {"", errTimeout}},
 			r: Reading{Max: 64, First: 2 * time.Hour, Rest: time.Second}, idle: []bool{true},
 			wantErr: errTimeout, wantBuf: "a", deadlines: "first rest", got: 1},
+		{name: "no max", steps: []step{{"x\n", nil}},
+			r: Reading{Rest: time.Second}, wantErr: errAny},
 		{name: "without rest idle bounds the whole message", steps: []step{{"a", nil}, {"", errTimeout}, {"b\n", nil}},
 			r: Reading{Max: 64, First: 2 * time.Hour}, idle: []bool{true},
 			want: "ab", wantBuf: "ab\n", deadlines: "first", idleCalls: 1, got: 2},
@@ -131,6 +136,9 @@ func TestRead(t *testing.T) {
 			}
 			tc.r.Got = func() { got++ }
 			buf, v, err := Read(c, append(make([]byte, 0, 64), tc.pre...), tc.r, parseLine)
+			if tc.wantErr == errAny && err != nil {
+				return
+			}
 			if !errors.Is(err, tc.wantErr) || tc.wantErr == nil && err != nil {
 				t.Fatalf("err %v, want %v", err, tc.wantErr)
 			}
