@@ -17,7 +17,8 @@ type Lookuper interface {
 	LookupIP(ctx context.Context, host string) (resolver.Answer, error)
 }
 
-// Config configures a Pipeline. Policy, Identity and Guard are required.
+// Config configures a Pipeline. Policy, Identity and Guard are required
+// (Validate).
 type Config struct {
 	// Policy returns the snapshot in force; called once per admission. A
 	// nil snapshot denies everything.
@@ -43,8 +44,9 @@ type Pipeline struct {
 	cfg Config
 }
 
-// New returns the pipeline of cfg.
-func New(cfg Config) (*Pipeline, error) {
+// Validate reports every missing or invalid field. It is the one check of
+// these inputs: proxy.Config.Validate calls it for the ones it shares.
+func (cfg Config) Validate() error {
 	var errs []error
 	if cfg.Policy == nil {
 		errs = append(errs, errors.New("Policy is required"))
@@ -55,8 +57,19 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Guard == nil {
 		errs = append(errs, errors.New("Guard is required"))
 	}
+	if cfg.Mode != "" && cfg.Mode != policy.ModeEnforce && cfg.Mode != policy.ModeAudit {
+		errs = append(errs, fmt.Errorf("Mode %q: want %q or %q", cfg.Mode, policy.ModeEnforce, policy.ModeAudit))
+	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("admit: config: %w", err)
+		return fmt.Errorf("admit: config: %w", err)
+	}
+	return nil
+}
+
+// New returns the pipeline of cfg after validating it.
+func New(cfg Config) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Mode == "" {
 		cfg.Mode = policy.ModeEnforce

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/egressd/egressd/internal/testutil"
@@ -164,6 +165,46 @@ func TestRedecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := p.Redecide(snap, tc.src, tc.host, 443, netip.MustParseAddrPort(tc.peer)); got.Reason != tc.want {
 				t.Fatalf("Redecide = %s, want %s", got.Reason, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfigValidate: every missing or invalid input is named, once; New
+// refuses what Validate refuses.
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Policy: func() *policy.Snapshot { return nil }, Identity: staticIdentity{}, Guard: policy.NewGuard(policy.GuardConfig{})}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want []string
+	}{
+		{"complete", func(*Config) {}, nil},
+		{"audit mode", func(c *Config) { c.Mode = policy.ModeAudit }, nil},
+		{"empty", func(c *Config) { *c = Config{} }, []string{"Policy is required", "Identity is required", "Guard is required"}},
+		{"no guard", func(c *Config) { c.Guard = nil }, []string{"Guard is required"}},
+		{"unknown mode", func(c *Config) { c.Mode = "permissive" }, []string{`Mode "permissive"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ok
+			tc.edit(&cfg)
+			err := cfg.Validate()
+			if _, nerr := New(cfg); (nerr == nil) != (err == nil) {
+				t.Fatalf("New: %v, Validate: %v", nerr, err)
+			}
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate = nil, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if n := strings.Count(err.Error(), w); n != 1 {
+					t.Fatalf("Validate = %q: %q %d times, want once", err, w, n)
+				}
 			}
 		})
 	}

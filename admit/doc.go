@@ -13,8 +13,9 @@
 //	Check     policy.Guard.CheckAll over every candidate address
 //	Route     Resolve then Check: the decision and exactly the addresses
 //	          the caller may dial
-//	Redecide  revocation: Identify, Decide on a snapshot, Check of the
-//	          dialled address
+//	Redecide  revocation: Identify, Decide on a snapshot, the guard step
+//	          (Guard.AppendCheckAll: CheckAll's loop into a buffer on the
+//	          stack) on the dialled address
 //
 // The caller dials exactly Route's addresses (no second resolution) and
 // maps reasons to its own answers (HTTP status, DNS rcode). Decisions are

@@ -18,9 +18,12 @@ func (p *Pipeline) Redecide(snap *policy.Snapshot, src netip.Addr, host string, 
 	}
 	d := p.decide(snap, c, host, port)
 	if d.Allowed() && peer.IsValid() {
-		// CheckAll of one address, without its slices: a pass decides
-		// every open connection again and must not allocate for each.
-		d = d.Then(p.cfg.Guard.Check(d, peer))
+		// Admission's guard step on the one dialled address, its answer
+		// into a buffer on the stack: a pass decides every open
+		// connection again and must not allocate for each.
+		var buf [1]netip.AddrPort
+		addr := [1]netip.Addr{peer.Addr()}
+		d, _ = p.cfg.Guard.AppendCheckAll(buf[:0], d, addr[:], peer.Port())
 	}
 	return d
 }

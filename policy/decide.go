@@ -172,10 +172,7 @@ func (s *Snapshot) Decide(a DecideArgs) Decision {
 		// callers refuse a host NormalizeHost rejects in every mode too.
 		return Denied(ReasonInvalidHost)
 	}
-	if s == nil || a.Port < 0 || a.Port > 65535 {
-		return s.deny(a, ReasonNotAllowlisted)
-	}
-	idx := s.ns[a.Client.Namespace]
+	idx := s.index(a)
 	if idx == nil {
 		return s.deny(a, ReasonNotAllowlisted)
 	}
@@ -268,6 +265,16 @@ func (s *Snapshot) deny(a DecideArgs, r Reason) Decision {
 	return d
 }
 
+// index returns the namespace index that decides a (a name or an
+// address), nil when no rule can allow it: no snapshot, a port out of
+// range, no policy in the client's namespace.
+func (s *Snapshot) index(a DecideArgs) *nsIndex {
+	if s == nil || a.Port < 0 || a.Port > 65535 {
+		return nil
+	}
+	return s.ns[a.Client.Namespace]
+}
+
 // decideIP decides an IP-literal destination: only a rule's cidrs open one.
 func (s *Snapshot) decideIP(a DecideArgs) Decision {
 	addr, err := netip.ParseAddr(a.Host)
@@ -277,10 +284,7 @@ func (s *Snapshot) decideIP(a DecideArgs) Decision {
 	if class, reason := Classify(addr); class == ClassNever {
 		return Denied(reason)
 	}
-	if s == nil || a.Port < 0 || a.Port > 65535 {
-		return s.deny(a, ReasonIPLiteral)
-	}
-	idx := s.ns[a.Client.Namespace]
+	idx := s.index(a)
 	if idx == nil {
 		return s.deny(a, ReasonIPLiteral)
 	}

@@ -73,7 +73,7 @@
 // invalid-host, ip-literal, and the guard's metadata, link-local,
 // reserved-address, self and private-address; Reason.Never marks those
 // audit mode cannot soften. Later stages never edit a Decision: Deny,
-// Because, Denied and Guard.Check/CheckAll return new ones.
+// Because, Denied and Guard.CheckAll return new ones.
 //
 // # Inspected rules
 //

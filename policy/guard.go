@@ -84,70 +84,104 @@ func plain(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
 // Audit mode does not reach here softened for never: Decide keeps those
 // denials, and the guard's own never answer does not depend on d.
 func (g *Guard) Permit(d Decision, ap netip.AddrPort) (bool, Reason) {
+	_, ok, reason := g.permit(d, ap)
+	return ok, reason
+}
+
+// permit is Permit, with the address's class.
+func (g *Guard) permit(d Decision, ap netip.AddrPort) (Class, bool, Reason) {
 	a := plain(ap.Addr())
 	class, reason := Classify(a)
 	if class == ClassNever {
-		return false, reason
+		return class, false, reason
 	}
 	if !d.Allowed() {
-		return false, d.Reason
+		return class, false, d.Reason
 	}
 	if g != nil && g.isSelf(a, ap.Port()) {
-		return false, ReasonSelf
+		return class, false, ReasonSelf
 	}
 	if class == ClassPublic && (g == nil || !containsAny(g.cfg.ExtraPrivate, a)) {
-		return true, ReasonAllowed
+		return class, true, ReasonAllowed
 	}
 	if inCIDRs(d.CIDRs, a) {
-		return true, ReasonAllowed
+		return class, true, ReasonAllowed
 	}
-	return false, ReasonPrivate
+	return class, false, ReasonPrivate
 }
 
-// Check returns the decision for dialling ap for a request decided by d: d
-// itself when Permit allows it, else d.Deny with the refusing class's
-// reason (softened in audit mode unless the class is never).
-func (g *Guard) Check(d Decision, ap netip.AddrPort) Decision {
-	ok, reason := g.Permit(d, ap)
+// check is the guard's answer for one candidate address ap (unzoned,
+// unmapped) of a request decided by d: what Explain shows of it, and the
+// decision for dialling it: d itself when Permit allows it, else d.Deny
+// with the refusing class's reason (softened in audit mode unless the class
+// is never).
+func (g *Guard) check(d Decision, ap netip.AddrPort) (AddrCheck, Decision) {
+	class, ok, reason := g.permit(d, ap)
+	ac := AddrCheck{Addr: ap.Addr(), Class: class, Permitted: ok}
 	if ok {
-		return d
+		return ac, d
 	}
+	c := d.Deny(reason)
 	if reason.Never() {
-		return Denied(reason)
+		c = Denied(reason)
 	}
-	return d.Deny(reason)
+	ac.Reason, ac.Permitted, ac.Softened = reason, c.Allowed(), c.Allowed()
+	return ac, c
 }
 
-// CheckAll puts every candidate address of a request decided by d through
-// Check and returns the decision for the request and the addresses that
-// may be dialled, in order (unzoned, IPv4-mapped as plain IPv4, with
-// port). With none permitted, the decision is the first refusal, or the
-// first refusal of the never class when there is one (the one that audit
-// mode cannot soften). With some permitted, it is d, or the first softened
-// refusal when audit mode let a refused address through (the record says
-// would_deny). With no addrs it returns d and none: the request failed to
-// resolve, an outcome of the caller's, not a decision.
+// CheckAll is the guard step: it puts every candidate address of a
+// request decided by d through the guard and returns the decision for the
+// request and the addresses that may be dialled, in order (unzoned,
+// IPv4-mapped as plain IPv4, with port). With none permitted, the decision
+// is the first refusal, or the first refusal of the never class when there
+// is one (the one that audit mode cannot soften). With some permitted, it
+// is d, or the first softened refusal when audit mode let a refused
+// address through (the record says would_deny). With no addrs it returns d
+// and none: the request failed to resolve, an outcome of the caller's, not
+// a decision.
 func (g *Guard) CheckAll(d Decision, addrs []netip.Addr, port uint16) (Decision, []netip.AddrPort) {
 	if len(addrs) == 0 {
 		return d, nil
 	}
-	permitted := make([]netip.AddrPort, 0, len(addrs))
+	dec, permitted := g.checkAll(make([]netip.AddrPort, 0, len(addrs)), nil, d, addrs, port)
+	if len(permitted) == 0 {
+		return dec, nil
+	}
+	return dec, permitted
+}
+
+// AppendCheckAll is CheckAll appending the permitted addresses to dst (as
+// strconv.AppendInt does), for a caller that holds a buffer: revocation
+// checks each open connection's one dialled address with a buffer on its
+// stack, so that a pass does not allocate for each.
+func (g *Guard) AppendCheckAll(dst []netip.AddrPort, d Decision, addrs []netip.Addr, port uint16) (Decision, []netip.AddrPort) {
+	return g.checkAll(dst, nil, d, addrs, port)
+}
+
+// checkAll is the one loop of the guard step (CheckAll, AppendCheckAll,
+// Explain): every address through check, the permitted appended to dst,
+// each address's AddrCheck to *out when out is not nil, and the decision
+// of them all.
+func (g *Guard) checkAll(dst []netip.AddrPort, out *[]AddrCheck, d Decision, addrs []netip.Addr, port uint16) (Decision, []netip.AddrPort) {
 	var refused Decision
-	kept := d
+	kept, permitted := d, false
 	for _, a := range addrs {
 		ap := netip.AddrPortFrom(plain(a), port)
-		c := g.Check(d, ap)
+		ac, c := g.check(d, ap)
+		if out != nil {
+			*out = append(*out, ac)
+		}
 		if !c.Allowed() {
 			refused = FirstRefusal(refused, c)
 			continue
 		}
-		kept = kept.Then(c)
-		permitted = append(permitted, ap)
+		kept, permitted = kept.Then(c), true
+		dst = append(dst, ap)
 	}
-	if len(permitted) == 0 {
-		return refused, nil
+	if !permitted && len(addrs) > 0 {
+		return refused, dst
 	}
-	return kept, permitted
+	return kept, dst
 }
 
 // FirstRefusal returns the refusal a request refused for several addresses
@@ -178,24 +212,14 @@ type AddrCheck struct {
 }
 
 // Explain returns the guard's answer for each address, and the decision
-// CheckAll makes of them all.
+// CheckAll makes of them all, from CheckAll's own loop.
 func (g *Guard) Explain(d Decision, addrs []netip.Addr, port uint16) ([]AddrCheck, Decision) {
-	final, _ := g.CheckAll(d, addrs, port)
 	if !d.Allowed() {
+		final, _ := g.CheckAll(d, addrs, port)
 		return Classes(addrs), final
 	}
 	out := make([]AddrCheck, 0, len(addrs))
-	for _, a := range addrs {
-		ap := netip.AddrPortFrom(plain(a), port)
-		class, _ := Classify(ap.Addr())
-		ac := AddrCheck{Addr: ap.Addr(), Class: class}
-		ok, reason := g.Permit(d, ap)
-		ac.Permitted = g.Check(d, ap).Allowed()
-		if !ok {
-			ac.Reason, ac.Softened = reason, ac.Permitted
-		}
-		out = append(out, ac)
-	}
+	final, _ := g.checkAll(nil, &out, d, addrs, port)
 	return out, final
 }
 

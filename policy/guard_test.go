@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"reflect"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -198,20 +199,68 @@ func TestPermitAuditDecision(t *testing.T) {
 	if ok, r := g.Permit(d, netip.MustParseAddrPort("10.0.0.1:443")); ok || r != ReasonPrivate {
 		t.Fatalf("private: %v %s", ok, r)
 	}
-	// Check keeps a would_deny decision's reason (what enforce mode says
-	// of the request) for a private address, but denies the never class.
-	if c := g.Check(d, netip.MustParseAddrPort("10.0.0.1:443")); !c.Allowed() || !c.WouldDeny || c.Reason != ReasonNotAllowlisted {
+	// The guard keeps a would_deny decision's reason (what enforce mode
+	// says of the request) for a private address, but denies the never
+	// class.
+	check := func(d Decision, ap string) Decision {
+		a := netip.MustParseAddrPort(ap)
+		c, _ := g.CheckAll(d, []netip.Addr{a.Addr()}, a.Port())
+		return c
+	}
+	if c := check(d, "10.0.0.1:443"); !c.Allowed() || !c.WouldDeny || c.Reason != ReasonNotAllowlisted {
 		t.Fatalf("Check private in audit: %+v", c)
 	}
 	// An allowed decision in audit mode: the private refusal is softened
 	// and recorded as private-address.
 	allowed := mustCompile(t, withMode(doc("ns", "p", metav1.LabelSelector{}, nil, rule([]int32{443}, "a.example.com")), ModeAudit)).
 		Decide(DecideArgs{Client: &Client{Namespace: "ns"}, Host: "a.example.com", Port: 443})
-	if c := g.Check(allowed, netip.MustParseAddrPort("10.0.0.1:443")); !c.Allowed() || !c.WouldDeny || c.Reason != ReasonPrivate || c.Policy != "ns/p" {
+	if c := check(allowed, "10.0.0.1:443"); !c.Allowed() || !c.WouldDeny || c.Reason != ReasonPrivate || c.Policy != "ns/p" {
 		t.Fatalf("Check private of an allowed audit decision: %+v", c)
 	}
-	if c := g.Check(d, netip.MustParseAddrPort("169.254.169.254:80")); c.Allowed() || c.Reason != ReasonMetadata {
+	if c := check(d, "169.254.169.254:80"); c.Allowed() || c.Reason != ReasonMetadata {
 		t.Fatalf("Check metadata in audit: %+v", c)
+	}
+}
+
+// TestAppendCheckAll: CheckAll into the caller's buffer gives CheckAll's
+// answer, and for one address into a buffer of one it allocates nothing
+// (revocation's pass over every open connection).
+func TestAppendCheckAll(t *testing.T) {
+	g := NewGuard(GuardConfig{})
+	allowed := mustCompile(t, doc("ns", "p", metav1.LabelSelector{}, nil, withCIDRs(rule([]int32{443}, "a.example.com"), "10.1.0.0/16"))).
+		Decide(DecideArgs{Client: &Client{Namespace: "ns"}, Host: "a.example.com", Port: 443})
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+	}{
+		{"public", []string{"93.184.216.34"}},
+		{"private inside cidrs", []string{"10.1.0.1"}},
+		{"private outside cidrs", []string{"10.2.0.1"}},
+		{"metadata", []string{"169.254.169.254"}},
+		{"mapped", []string{"::ffff:10.1.0.1"}},
+		{"several", []string{"10.2.0.1", "169.254.1.1", "10.1.0.1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var addrs []netip.Addr
+			for _, a := range tc.addrs {
+				addrs = append(addrs, netip.MustParseAddr(a))
+			}
+			want, wantAddrs := g.CheckAll(allowed, addrs, 443)
+			var buf [4]netip.AddrPort
+			got, gotAddrs := g.AppendCheckAll(buf[:0], allowed, addrs, 443)
+			if !reflect.DeepEqual(got, want) || len(gotAddrs) != len(wantAddrs) || len(wantAddrs) > 0 && !reflect.DeepEqual(gotAddrs, wantAddrs) {
+				t.Fatalf("AppendCheckAll = %+v %v, CheckAll %+v %v", got, gotAddrs, want, wantAddrs)
+			}
+		})
+	}
+	one := [1]netip.Addr{netip.MustParseAddr("10.1.0.1")}
+	if n := testing.AllocsPerRun(100, func() {
+		var buf [1]netip.AddrPort
+		if d, _ := g.AppendCheckAll(buf[:0], allowed, one[:], 443); !d.Allowed() {
+			t.Fatalf("refused: %+v", d)
+		}
+	}); n != 0 {
+		t.Fatalf("AppendCheckAll of one address into a buffer: %v allocations, want 0", n)
 	}
 }
 

@@ -151,29 +151,28 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
+// admitConfig is the part of cfg the admission pipeline takes.
+func (cfg Config) admitConfig() admit.Config {
+	return admit.Config{Policy: cfg.Policy, Identity: cfg.Identity, Resolver: cfg.Resolver,
+		Guard: cfg.Guard, AuditAvailable: cfg.AuditAvailable, Mode: cfg.Mode}
+}
+
 // Validate reports every missing or invalid field.
 func (cfg Config) Validate() error {
 	var errs []error
-	if cfg.Policy == nil {
-		errs = append(errs, errors.New("Policy is required"))
+	// Policy, Identity, Guard and Mode: the admission pipeline's own check.
+	if err := cfg.admitConfig().Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if cfg.Identity == nil {
-		errs = append(errs, errors.New("Identity is required"))
-	}
+	// The pipeline may go without a resolver (explain); the proxy may not.
 	if cfg.Resolver == nil {
 		errs = append(errs, errors.New("Resolver is required"))
-	}
-	if cfg.Guard == nil {
-		errs = append(errs, errors.New("Guard is required"))
 	}
 	if cfg.Audit == nil {
 		errs = append(errs, errors.New("Audit is required"))
 	}
 	if cfg.Metrics == nil {
 		errs = append(errs, errors.New("Metrics is required"))
-	}
-	if cfg.Mode != "" && cfg.Mode != policy.ModeEnforce && cfg.Mode != policy.ModeAudit {
-		errs = append(errs, fmt.Errorf("Mode %q: want %q or %q", cfg.Mode, policy.ModeEnforce, policy.ModeAudit))
 	}
 	for _, d := range []struct {
 		name string

@@ -246,7 +246,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, ho
 	if r.Header.Get("Upgrade") != "" {
 		// An upgraded connection would become a tunnel that this path
 		// neither observes nor tracks for drain; CONNECT is the way.
-		p.refuseBadRequest(w, ex, errors.New("upgrade is not supported on plain HTTP; use CONNECT"))
+		p.refuseBadRequest(w, ex, ex.host, errors.New("upgrade is not supported on plain HTTP; use CONNECT"))
 		return
 	}
 	if p.cfg.Interim != nil {
@@ -340,10 +340,18 @@ func hostHeader(host string, port int) string {
 	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
-// refuseBadRequest answers 400 bad-request.
-func (p *Proxy) refuseBadRequest(w http.ResponseWriter, ex *exchange, err error) {
+// badRequest is the refusal of a request whose target is no destination
+// (bad-request, 400, in every mode): the record keeps the host as the
+// client named it (at most maxHostLen bytes), and identifies the client.
+func (p *Proxy) badRequest(ex *exchange, rawHost string, err error) *refusal {
+	ex.host = truncate(rawHost, maxHostLen)
 	p.identify(ex)
-	d := ex.decide(policy.Denied(policy.ReasonBadRequest))
+	return deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err)
+}
+
+// refuseBadRequest answers 400 bad-request through w (badRequest).
+func (p *Proxy) refuseBadRequest(w http.ResponseWriter, ex *exchange, rawHost string, err error) {
+	rf := p.badRequest(ex, rawHost, err)
 	ex.setError(err.Error())
-	writeRefusal(w, ex, deny(http.StatusBadRequest, d, err))
+	writeRefusal(w, ex, rf)
 }

@@ -29,9 +29,8 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 	}
 	host, port, absolute, err := http1.ConnectTarget(head.Target)
 	if err != nil {
-		ex.host, ex.port = truncate(host, maxHostLen), port
-		p.identify(ex)
-		refuse(deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err))
+		ex.port = port
+		refuse(p.badRequest(ex, host, err))
 		return
 	}
 	if rf := p.admit(ex, host, port); rf != nil {
@@ -94,9 +93,7 @@ func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 	ex.rec.HTTP = &record.HTTP{Method: head.Method}
 	u, err := url.ParseRequestURI(head.Target)
 	if err != nil {
-		ex.host = truncate(http1.AuthorityHost(head.Target, false), maxHostLen)
-		p.identify(ex)
-		rf := deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err)
+		rf := p.badRequest(ex, http1.AuthorityHost(head.Target, false), err)
 		_, _ = nc.Write(appendRefusal(nil, ex, rf))
 		ex.finish(err)
 		return
@@ -144,21 +141,18 @@ func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 func (p *Proxy) handleProxy(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	switch {
 	case !r.URL.IsAbs():
-		ex.host = truncate(r.Host, maxHostLen)
-		p.refuseBadRequest(w, ex, errors.New("not a proxy request: absolute-form or CONNECT required"))
+		p.refuseBadRequest(w, ex, r.Host, errors.New("not a proxy request: absolute-form or CONNECT required"))
 		return
 	case r.URL.Scheme != "http":
 		// https:// in absolute form would make egressd the TLS client and
 		// hide the pod's handshake; clients must use CONNECT (curl, Go and
 		// Python do for https:// through HTTPS_PROXY).
-		ex.host = truncate(r.URL.Hostname(), maxHostLen)
-		p.refuseBadRequest(w, ex, fmt.Errorf("scheme %q in absolute-form: use CONNECT", r.URL.Scheme))
+		p.refuseBadRequest(w, ex, r.URL.Hostname(), fmt.Errorf("scheme %q in absolute-form: use CONNECT", r.URL.Scheme))
 		return
 	}
 	host, port, err := http1.SplitAuthority(r.URL.Host, 80)
 	if err != nil {
-		ex.host = truncate(host, maxHostLen)
-		p.refuseBadRequest(w, ex, err)
+		p.refuseBadRequest(w, ex, host, err)
 		return
 	}
 	p.forward(w, r, ex, host, port)
@@ -169,8 +163,7 @@ func (p *Proxy) handleProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 // listener's port.
 func (p *Proxy) handleTransparentHTTP(w http.ResponseWriter, r *http.Request, ex *exchange, port int) {
 	if r.Method == http.MethodConnect || r.URL.IsAbs() && r.URL.Scheme != "http" {
-		ex.host = truncate(r.Host, maxHostLen)
-		p.refuseBadRequest(w, ex, errors.New("not a plain HTTP request"))
+		p.refuseBadRequest(w, ex, r.Host, errors.New("not a plain HTTP request"))
 		return
 	}
 	host, _, err := http1.SplitAuthority(r.Host, port)
@@ -178,8 +171,7 @@ func (p *Proxy) handleTransparentHTTP(w http.ResponseWriter, r *http.Request, ex
 		if err == nil {
 			err = errors.New("missing host")
 		}
-		ex.host = truncate(host, maxHostLen)
-		p.refuseBadRequest(w, ex, err)
+		p.refuseBadRequest(w, ex, host, err)
 		return
 	}
 	p.forward(w, r, ex, host, port)

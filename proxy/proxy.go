@@ -77,8 +77,7 @@ func New(cfg Config) (*Proxy, error) {
 		tunnels:   map[*tunnel]struct{}{},
 		limit:     limit.NewConns(cfg.MaxConnsPerClient),
 	}
-	adm, err := admit.New(admit.Config{Policy: cfg.Policy, Identity: cfg.Identity, Resolver: cfg.Resolver,
-		Guard: cfg.Guard, AuditAvailable: cfg.AuditAvailable, Mode: cfg.Mode})
+	adm, err := admit.New(cfg.admitConfig())
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}

@@ -198,6 +198,21 @@ func TestPathsNotRecordedByDefault(t *testing.T) {
 	})
 }
 
+// TestConfigValidateShared: the inputs the proxy shares with the admission
+// pipeline are checked by admit.Config.Validate, once; the proxy's own
+// beside them.
+func TestConfigValidateShared(t *testing.T) {
+	err := (Config{Mode: "permissive"}).Validate()
+	if err == nil {
+		t.Fatal("Validate of an empty Config = nil")
+	}
+	for _, w := range []string{"admit: config", "Policy is required", "Guard is required", `Mode "permissive"`, "Resolver is required", "Audit is required"} {
+		if n := strings.Count(err.Error(), w); n != 1 {
+			t.Fatalf("Validate = %q: %q %d times, want once", err, w, n)
+		}
+	}
+}
+
 // TestProbeMarker: Egressd-Probe names the probe in the record (bounded,
 // sanitized), is never forwarded and changes no decision.
 func TestProbeMarker(t *testing.T) {

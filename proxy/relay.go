@@ -34,14 +34,9 @@ func (t *tunnel) relayCopy(dst, src net.Conn, n *atomic.Int64) error {
 			t.touch() // a write that waited on a slow reader is not idleness
 		}
 		if err != nil {
-			if isTimeout(err) {
-				ok, ierr := t.extendIdle(src)
-				if ok {
-					continue
-				}
+			if ok, ierr := t.readFailed(src, err); !ok {
 				return ierr
 			}
-			return err
 		}
 	}
 }

@@ -74,14 +74,10 @@ func (t *tunnel) relay(dst, src net.Conn, n *atomic.Int64) error {
 	}
 	for {
 		if err := rc.Read(wait); err != nil {
-			if isTimeout(err) {
-				ok, ierr := t.extendIdle(s)
-				if ok {
-					continue
-				}
+			if ok, ierr := t.readFailed(s, err); !ok {
 				return ierr
 			}
-			return err
+			continue
 		}
 		switch {
 		case ioErr != nil:

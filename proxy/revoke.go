@@ -136,26 +136,35 @@ func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 	case head != nil:
 		d, _ = checkPlainHead(d, head, check, ex.port)
 	}
+	if !revokes(ex, d, &t.mu, &t.closed, &t.revoked) {
+		return false
+	}
+	t.fail(ErrRevoked)
+	t.abort()
+	return true
+}
+
+// revokes folds a pass's new decision d for an open connection into its
+// exchange ex, under mu, the lock of the connection's state (ended: it
+// ended or was closed; revoked: a pass revoked it): true when enforce mode
+// ends the connection now, and then *revoked is set. In audit mode a
+// denial keeps it open and its record says would_deny (unless it says so
+// already: policy.Decision.Then keeps the first reason). recheckTunnel and
+// recheckRequest share it.
+func revokes(ex *exchange, d policy.Decision, mu *sync.Mutex, ended, revoked *bool) bool {
 	if d.Allowed() && !d.WouldDeny {
 		return false
 	}
-	t.mu.Lock()
-	if t.closed || t.revoked {
-		t.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if *ended || *revoked {
 		return false
 	}
-	// The exchange holds the decision: in audit mode enforce would cut the
-	// tunnel, it stays open and its record says so (unless it says so
-	// already: policy.Decision.Then keeps the first reason).
 	ex.decide(d)
 	if d.Allowed() {
-		t.mu.Unlock()
 		return false
 	}
-	t.revoked = true
-	t.mu.Unlock()
-	t.fail(ErrRevoked)
-	t.abort()
+	*revoked = true
 	return true
 }
 
@@ -211,22 +220,9 @@ func (p *Proxy) recheckRequest(w *watchedRequest, snap *policy.Snapshot) bool {
 	ex.mu.Lock()
 	peer, _ := netip.ParseAddrPort(ex.rec.Peer) // set by the dial, under mu
 	ex.mu.Unlock()
-	d := p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer)
-	if d.Allowed() && !d.WouldDeny {
+	if !revokes(ex, p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer), &w.mu, &w.ended, &w.revoked) {
 		return false
 	}
-	w.mu.Lock()
-	if w.ended || w.revoked {
-		w.mu.Unlock()
-		return false
-	}
-	ex.decide(d)
-	if d.Allowed() {
-		w.mu.Unlock()
-		return false
-	}
-	w.revoked = true
-	w.mu.Unlock()
 	w.cancel()
 	if w.conn != nil {
 		if tc, ok := w.conn.(*net.TCPConn); ok {

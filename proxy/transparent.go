@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/egressd/egressd/audit"
@@ -91,31 +90,9 @@ func (p *Proxy) denyNoSNI(ex *exchange, err error) {
 	ex.rec.Error = audit.RedactText(err.Error())
 }
 
-// readHello reads a whole ClientHello within timeout, at most sniff.MaxHelloBytes.
-func readHello(c interface {
-	io.Reader
-	SetReadDeadline(time.Time) error
-}, timeout time.Duration) ([]byte, sniff.ClientHello, error) {
-	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-		return nil, sniff.ClientHello{}, err
-	}
+// readHello reads a whole ClientHello within timeout, at most
+// sniff.MaxHelloBytes, and clears the read deadline after it.
+func readHello(c sniff.Conn, timeout time.Duration) ([]byte, sniff.ClientHello, error) {
 	defer c.SetReadDeadline(time.Time{})
-	buf := make([]byte, 0, 2<<10)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := c.Read(buf[len(buf):min(cap(buf), sniff.MaxHelloBytes)])
-		buf = buf[:len(buf)+n]
-		ch, perr := sniff.ParseClientHello(buf)
-		if !errors.Is(perr, sniff.ErrNeedMore) {
-			return buf, ch, perr
-		}
-		if len(buf) >= sniff.MaxHelloBytes {
-			return buf, ch, fmt.Errorf("%w: over %d bytes", sniff.ErrMalformed, sniff.MaxHelloBytes)
-		}
-		if err != nil {
-			return buf, ch, err
-		}
-	}
+	return sniff.Read(c, make([]byte, 0, 2<<10), sniff.Reading{Max: sniff.MaxHelloBytes, Rest: timeout}, sniff.ParseClientHello)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy/internal/sniff"
@@ -61,11 +60,7 @@ func (t *tunnel) clientFirst(pre []byte, hello *sniff.ClientHello, check string)
 			t.mu.Lock()
 			t.notTLS, t.head = true, first.Head
 			t.mu.Unlock()
-			d, err := checkPlainHead(t.ex.decision(), first.Head, check, t.ex.port)
-			t.ex.decide(d)
-			if err != nil {
-				t.fail(err)
-				t.closeBoth()
+			if !t.checked(checkPlainHead(t.ex.decision(), first.Head, check, t.ex.port)) {
 				return false
 			}
 		default:
@@ -81,11 +76,7 @@ func (t *tunnel) clientFirst(pre []byte, hello *sniff.ClientHello, check string)
 		t.mu.Lock()
 		t.hello = hello
 		t.mu.Unlock()
-		d, err := checkHello(t.ex.decision(), hello, check)
-		t.ex.decide(d)
-		if err != nil {
-			t.fail(err)
-			t.closeBoth()
+		if !t.checked(checkHello(t.ex.decision(), hello, check)) {
 			return false
 		}
 	}
@@ -114,6 +105,18 @@ func (t *tunnel) refuse(d policy.Decision, err error) {
 	t.closeBoth()
 }
 
+// checked takes the answer of a check of the client's first message
+// (checkHello, checkPlainHead): its decision goes to the exchange, and an
+// error refuses the tunnel (false).
+func (t *tunnel) checked(d policy.Decision, err error) bool {
+	if err != nil {
+		t.refuse(d, err)
+		return false
+	}
+	t.ex.decide(d)
+	return true
+}
+
 func (t *tunnel) setNotTLS() {
 	t.mu.Lock()
 	t.notTLS = true
@@ -124,61 +127,17 @@ func (t *tunnel) setNotTLS() {
 // sniff.MaxHelloBytes) or a plaintext HTTP request head (at most MaxHeaderBytes).
 // The first byte may take as long as the idle timeout (a client may wait
 // for the server to speak first); the rest must arrive within PeekTimeout.
+// No deadline reset at the end: the relay sets its own at once, and on
+// failure the tunnel closes.
 func (t *tunnel) peekFirst(pre []byte) ([]byte, sniff.First, error) {
-	c := t.client
-	limit := max(sniff.MaxHelloBytes, t.p.cfg.MaxHeaderBytes)
-	// No deadline reset at the end: the relay sets its own at once, and on
-	// failure the tunnel closes.
-	buf := append(getHelloBuf(), pre...)
-	var peekUntil time.Time
-	idleSet := false
-	for {
-		if len(buf) > 0 {
-			f, err := sniff.ParseFirst(buf, t.p.cfg.MaxHeaderBytes)
-			if !errors.Is(err, sniff.ErrNeedMore) {
-				return buf, f, err
-			}
-			if len(buf) >= limit {
-				return buf, f, fmt.Errorf("%w: over %d bytes", sniff.ErrMalformed, limit)
-			}
-			if peekUntil.IsZero() {
-				peekUntil = time.Now().Add(t.p.cfg.PeekTimeout)
-			}
-			if err := c.SetReadDeadline(peekUntil); err != nil {
-				return buf, f, err
-			}
-		} else if !idleSet {
-			if err := c.SetReadDeadline(time.Now().Add(t.p.cfg.IdleTimeout)); err != nil {
-				return buf, sniff.First{}, err
-			}
-			idleSet = true
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := c.Read(buf[len(buf):min(cap(buf), limit)])
-		buf = buf[:len(buf)+n]
-		if n > 0 {
-			t.touch()
-		}
-		if err != nil {
-			if len(buf) == 0 && isTimeout(err) {
-				ok, ierr := t.extendIdle(c)
-				if ok {
-					continue
-				}
-				if ierr != nil {
-					err = ierr
-				}
-			}
-			if len(buf) > 0 {
-				if _, perr := sniff.ParseFirst(buf, t.p.cfg.MaxHeaderBytes); !errors.Is(perr, sniff.ErrNeedMore) {
-					continue // complete or decisive: let the top of the loop answer
-				}
-			}
-			return buf, sniff.First{}, err
-		}
-	}
+	maxHead := t.p.cfg.MaxHeaderBytes
+	return sniff.Read(t.client, append(getHelloBuf(), pre...), sniff.Reading{
+		Max:   max(sniff.MaxHelloBytes, maxHead),
+		First: t.p.cfg.IdleTimeout,
+		Rest:  t.p.cfg.PeekTimeout,
+		Idle:  t.idleOn(t.client),
+		Got:   t.touch,
+	}, func(b []byte) (sniff.First, error) { return sniff.ParseFirst(b, maxHead) })
 }
 
 // helloBufs holds the buffers that a client's first message or the

@@ -40,16 +40,27 @@ func closeWrite(c net.Conn) {
 	c.Close()
 }
 
-// extendIdle turns a read deadline into an idle decision: the deadline is
-// moved while the other direction moved bytes, and ErrIdle comes only when
-// neither did for IdleTimeout.
-func (t *tunnel) extendIdle(src net.Conn) (bool, error) {
+// readFailed is the idle step of every read of a tunnel (the relays, the
+// first messages of both sides) from src that failed with err: a deadline
+// expiry is moved on while the other direction moved bytes (true: read
+// again), and is ErrIdle only when neither did for IdleTimeout; any other
+// error ends the read as it is.
+func (t *tunnel) readFailed(src net.Conn, err error) (bool, error) {
+	if !isTimeout(err) {
+		return false, err
+	}
 	last := time.Unix(0, t.last.Load())
 	until := last.Add(t.p.cfg.IdleTimeout)
 	if !time.Now().Before(until) {
 		return false, ErrIdle
 	}
 	return true, src.SetReadDeadline(until)
+}
+
+// idleOn is readFailed for the first message read from src
+// (sniff.Reading.Idle).
+func (t *tunnel) idleOn(src net.Conn) func(error) (bool, error) {
+	return func(err error) (bool, error) { return t.readFailed(src, err) }
 }
 
 // isTimeout reports whether err is a deadline expiry.

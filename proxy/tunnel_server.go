@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"time"
 
 	"github.com/egressd/egressd/proxy/internal/sniff"
 )
@@ -11,51 +10,28 @@ import (
 // upstream to client.
 func (t *tunnel) serverSide() {
 	up := t.upstream
-	buf := getHelloBuf()
-	if err := up.SetReadDeadline(time.Now().Add(t.p.cfg.IdleTimeout)); err != nil {
-		t.fail(err)
-		t.closeBoth()
+	// The whole flight under the idle timeout, no peek timeout: a server
+	// may think before it answers.
+	buf, sh, err := sniff.Read(up, getHelloBuf(), sniff.Reading{
+		Max: sniff.MaxHelloBytes, First: t.p.cfg.IdleTimeout, Idle: t.idleOn(up), Got: t.touch,
+	}, sniff.ParseServerFirst)
+	switch {
+	case err == nil:
+		t.mu.Lock()
+		t.server = &sh
+		t.mu.Unlock()
+	case len(buf) == 0:
+		putHelloBuf(buf)
+		// Silent unless the tunnel closed it itself (the client's side
+		// ended, a refusal, a revocation, a cut) or it idled.
+		t.mu.Lock()
+		t.upstreamSilent = !t.closed && !errors.Is(err, ErrIdle)
+		t.mu.Unlock()
+		t.endDirection(t.client, err)
 		return
 	}
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := up.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if n > 0 {
-			t.touch()
-			sh, perr := sniff.ParseServerFirst(buf)
-			if !errors.Is(perr, sniff.ErrNeedMore) || len(buf) >= sniff.MaxHelloBytes {
-				if perr == nil {
-					t.mu.Lock()
-					t.server = &sh
-					t.mu.Unlock()
-				}
-				break
-			}
-		}
-		if err != nil {
-			if isTimeout(err) {
-				if ok, ierr := t.extendIdle(up); ok {
-					continue
-				} else if ierr != nil {
-					err = ierr
-				}
-			}
-			if len(buf) > 0 {
-				break // forward what came, the relay sees the error again
-			}
-			putHelloBuf(buf)
-			// Silent unless the tunnel closed it itself (the client's
-			// side ended, a refusal, a revocation, a cut) or it idled.
-			t.mu.Lock()
-			t.upstreamSilent = !t.closed && !errors.Is(err, ErrIdle)
-			t.mu.Unlock()
-			t.endDirection(t.client, err)
-			return
-		}
-	}
+	// Otherwise (a flight that does not parse, or a read that failed after
+	// some bytes) what came is forwarded; the relay sees the error again.
 	// The relay sets its own read deadline on up at once.
 	n, err := t.client.Write(buf)
 	putHelloBuf(buf)

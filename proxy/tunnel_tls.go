@@ -28,6 +28,14 @@ func checkHello(d policy.Decision, ch *sniff.ClientHello, host string) (policy.D
 	default:
 		return d, nil
 	}
+	return refusedBy(d, r, err)
+}
+
+// refusedBy is the end of a tunnel's check of its first message, which
+// refused the request decided by d with reason r because of err: the
+// decision d.Deny gives, and err only while that is still a denial (audit
+// mode relays with would_deny). checkHello and checkPlainHead share it.
+func refusedBy(d policy.Decision, r policy.Reason, err error) (policy.Decision, error) {
 	if d = d.Deny(r); d.Allowed() {
 		return d, nil
 	}
@@ -67,8 +75,5 @@ func checkPlainHead(d policy.Decision, h *sniff.HTTPHead, host string, port int)
 	if err == nil {
 		return d, nil
 	}
-	if d = d.Deny(policy.ReasonHostMismatch); d.Allowed() {
-		return d, nil
-	}
-	return d, err
+	return refusedBy(d, policy.ReasonHostMismatch, err)
 }
