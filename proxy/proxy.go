@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/egressd/egressd/admit"
@@ -133,24 +132,14 @@ func (p *Proxy) ServeSNI(ln net.Listener, port int) error {
 	}
 	p.listeners[ln] = struct{}{}
 	p.mu.Unlock()
-	var backoff time.Duration
 	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if p.Draining() {
-				return ErrClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				// Out of descriptors: back off as net/http does instead of
-				// spinning, up to a second.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
-			return fmt.Errorf("proxy: accept on %s: %w", ln.Addr(), err)
+		c, err := http1.Accept(ln, p.Draining)
+		if errors.Is(err, http1.ErrServerClosed) {
+			return ErrClosed
 		}
-		backoff = 0
+		if err != nil {
+			return fmt.Errorf("proxy: SNI listener: %w", err)
+		}
 		release := p.limit.Acquire(addrOf(c.RemoteAddr()))
 		if release == nil {
 			p.refuseOverLimit(c, record.KindSNI, false)

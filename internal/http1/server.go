@@ -96,24 +96,11 @@ func New(ln net.Listener, cfg Config) (*Server, error) {
 // Serve accepts until the listener is closed; ErrServerClosed after
 // Shutdown or Close.
 func (s *Server) Serve() error {
-	var backoff time.Duration
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := Accept(s.ln, s.shutting.Load)
 		if err != nil {
-			if s.shutting.Load() {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				// Out of descriptors: back off as net/http does instead of
-				// spinning, up to a second.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
-			return fmt.Errorf("http1: accept on %s: %w", s.ln.Addr(), err)
+			return err
 		}
-		backoff = 0
 		release, ok := s.cfg.Handler.Open(nc)
 		if !ok {
 			continue
@@ -193,4 +180,29 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// Accept returns ln's next connection. While the process is out of
+// descriptors (or an accept times out) it backs off as net/http does, from
+// 5 ms doubling up to a second, instead of spinning. An error after
+// stopped reports true is the stop's: ErrServerClosed. Every listener of
+// the proxy accepts through it (this server's, the SNI listener's).
+func Accept(ln net.Listener, stopped func() bool) (net.Conn, error) {
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err == nil {
+			return nc, nil
+		}
+		if stopped() {
+			return nil, ErrServerClosed
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		return nil, fmt.Errorf("http1: accept on %s: %w", ln.Addr(), err)
+	}
 }
