@@ -61,7 +61,7 @@ func (noCount) Inc() {}
 // only SAN, short-lived. Concurrent first uses of a name mint once. Safe
 // for concurrent use.
 type Leaves struct {
-	ca    *certs.CA
+	ca    atomic.Pointer[certs.CA] // replaced by SetCA
 	cfg   LeafConfig
 	cache *lru.Cache[string, *tls.Certificate]
 
@@ -111,7 +111,23 @@ func NewLeaves(ca *certs.CA, cfg LeafConfig) (*Leaves, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect: leaf cache: %w", err)
 	}
-	return &Leaves{ca: ca, cfg: cfg, cache: cache, inflight: make(map[string]*mint)}, nil
+	l := &Leaves{cfg: cfg, cache: cache, inflight: make(map[string]*mint)}
+	l.ca.Store(ca)
+	return l, nil
+}
+
+// SetCA makes ca sign every leaf from now on (a renewed inspection CA,
+// --inspect-ca-cert reloaded) and drops the cached leaves of the old one;
+// a leaf the old CA was signing meanwhile is handed to its callers but not
+// cached.
+func (l *Leaves) SetCA(ca *certs.CA) {
+	if ca == nil {
+		return
+	}
+	l.mu.Lock()
+	l.ca.Store(ca)
+	l.cache.Purge()
+	l.mu.Unlock()
 }
 
 // Minted returns how many leaves have been minted.
@@ -161,11 +177,12 @@ func (l *Leaves) mintOnce(name string) (c *tls.Certificate, minted bool, err err
 	l.inflight[name] = m
 	l.mu.Unlock()
 
-	m.cert, m.err = l.mint(name)
-	if m.err == nil {
+	ca := l.ca.Load()
+	m.cert, m.err = l.mint(ca, name)
+	l.mu.Lock()
+	if m.err == nil && l.ca.Load() == ca { // not signed by a CA SetCA replaced
 		l.cache.Add(name, m.cert)
 	}
-	l.mu.Lock()
 	delete(l.inflight, name)
 	l.mu.Unlock()
 	close(m.done)
@@ -174,14 +191,14 @@ func (l *Leaves) mintOnce(name string) (c *tls.Certificate, minted bool, err err
 
 // mint makes a leaf: ECDSA P-256, SAN exactly name, serverAuth, valid
 // from Backdate ago for Lifetime (never past the CA's own NotAfter).
-func (l *Leaves) mint(name string) (*tls.Certificate, error) {
+func (l *Leaves) mint(ca *certs.CA, name string) (*tls.Certificate, error) {
 	if name == "" {
 		return nil, ErrNoName
 	}
 	if _, err := netip.ParseAddr(name); err == nil {
 		return nil, fmt.Errorf("%w: %q is an IP address", ErrNoName, name)
 	}
-	c, err := l.ca.IssueWith(certs.LeafConfig{Hosts: []string{name}, Validity: l.cfg.Lifetime,
+	c, err := ca.IssueWith(certs.LeafConfig{Hosts: []string{name}, Validity: l.cfg.Lifetime,
 		Backdate: l.cfg.Backdate, Now: l.cfg.Now(), Rand: l.cfg.Rand, ServerOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("inspect: leaf for %q: %w", name, err)

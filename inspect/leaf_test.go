@@ -142,6 +142,42 @@ func TestLeafRenewBeforeExpiry(t *testing.T) {
 	}
 }
 
+// TestLeafSetCA: after SetCA (a renewed inspection CA) every leaf comes
+// from the new CA, cached ones included, and a hit still allocates
+// nothing.
+func TestLeafSetCA(t *testing.T) {
+	old, renewed := newTestCA(t, "ca", nil), newTestCA(t, "ca renewed", nil)
+	leaves, err := NewLeaves(old.load(t), LeafConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := func() string {
+		t.Helper()
+		c, err := leaves.Get("api.llm.example")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Leaf.CheckSignatureFrom(map[string]*x509.Certificate{"ca": old.cert, "ca renewed": renewed.cert}[c.Leaf.Issuer.CommonName]); err != nil {
+			t.Fatalf("leaf not signed by its issuer %q: %v", c.Leaf.Issuer.CommonName, err)
+		}
+		return c.Leaf.Issuer.CommonName
+	}
+	if got := issuer(); got != "ca" {
+		t.Fatalf("issuer %q", got)
+	}
+	leaves.SetCA(renewed.load(t))
+	if got := issuer(); got != "ca renewed" {
+		t.Fatalf("after SetCA the issuer is %q; want the renewed CA", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = leaves.Get("api.llm.example") }); n != 0 {
+		t.Fatalf("a hit after SetCA allocates %v times", n)
+	}
+	leaves.SetCA(nil) // ignored
+	if got := issuer(); got != "ca renewed" {
+		t.Fatalf("SetCA(nil) changed the issuer to %q", got)
+	}
+}
+
 func TestLeafCacheEvicts(t *testing.T) {
 	leaves, err := NewLeaves(newTestCA(t, "ca", nil).load(t), LeafConfig{CacheSize: 2})
 	if err != nil {
@@ -275,13 +311,14 @@ func BenchmarkLeafHit(b *testing.B) {
 }
 
 func BenchmarkLeafMint(b *testing.B) {
-	leaves, err := NewLeaves(newTestCA(b, "ca", nil).load(b), LeafConfig{})
+	ca := newTestCA(b, "ca", nil).load(b)
+	leaves, err := NewLeaves(ca, LeafConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := leaves.mint("mint.example"); err != nil {
+		if _, err := leaves.mint(ca, "mint.example"); err != nil {
 			b.Fatal(err)
 		}
 	}

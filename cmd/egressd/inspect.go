@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/inspect"
 	"github.com/egressd/egressd/internal/metrics"
+	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/proxy"
 )
 
@@ -16,35 +18,61 @@ import (
 const inspectIdleTimeout = 5 * time.Minute
 
 // inspectEngine loads --inspect-ca-cert/--inspect-ca-key and --upstream-ca
-// into the engine that serves inspected tunnels; nil without a CA (rules
-// with inspect: true are then refused at load). Errors name the files and
-// the certificate, never key bytes.
-func inspectEngine(o *runOptions, m *metrics.Metrics) (*inspect.Engine, error) {
+// into the engine that serves inspected tunnels, with its leaf cache (for
+// watchInspectCA); nil without a CA (rules with inspect: true are then
+// refused at load). Errors name the files and the certificate, never key
+// bytes.
+func inspectEngine(o *runOptions, m *metrics.Metrics) (*inspect.Engine, *inspect.Leaves, error) {
 	if o.inspectCACert == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	ca, err := certs.LoadCAFiles(o.inspectCACert, o.inspectCAKey, time.Now())
 	if err != nil {
-		return nil, fmt.Errorf("--inspect-ca-cert: %w", err)
+		return nil, nil, fmt.Errorf("--inspect-ca-cert: %w", err)
 	}
 	leaves, err := inspect.NewLeaves(ca, inspect.LeafConfig{Counters: leafCounters(m)})
 	if err != nil {
-		return nil, fmt.Errorf("--inspect-ca-cert: %w", err)
+		return nil, nil, fmt.Errorf("--inspect-ca-cert: %w", err)
 	}
 	var bundle []byte
 	if o.upstreamCA != "" {
 		if bundle, err = os.ReadFile(o.upstreamCA); err != nil {
-			return nil, fmt.Errorf("--upstream-ca: %w", err)
+			return nil, nil, fmt.Errorf("--upstream-ca: %w", err)
 		}
 	}
 	roots, err := inspect.UpstreamRoots(bundle)
 	if err != nil {
-		return nil, fmt.Errorf("--upstream-ca %s: %w", o.upstreamCA, err)
+		return nil, nil, fmt.Errorf("--upstream-ca %s: %w", o.upstreamCA, err)
 	}
-	return inspect.New(inspect.Config{
+	eng, err := inspect.New(inspect.Config{
 		Leaves: leaves, Roots: roots, IdleTimeout: inspectIdleTimeout,
 		RecordPath: proxy.HTTPPath(o.auditHTTPPath) == proxy.HTTPPathFull,
 	})
+	return eng, leaves, err
+}
+
+// watchInspectCA reloads --inspect-ca-cert/--inspect-ca-key when either
+// changes (cert-manager renewing the CA, a Secret updated): a pair that
+// loads signs every leaf from then on; one that does not (a half-written
+// pair, an expired or mismatched key) keeps the CA in force and is logged
+// and counted, as a bad policy is (source "inspect-ca").
+func watchInspectCA(o *runOptions, leaves *inspect.Leaves, m *metrics.Metrics, log *slog.Logger) *watch.Watcher {
+	return &watch.Watcher{Paths: []string{o.inspectCACert, o.inspectCAKey}, Interval: o.reloadEvery,
+		OnChange: func(_ []watch.File, err error) {
+			var ca *certs.CA
+			if err == nil {
+				ca, err = certs.LoadCAFiles(o.inspectCACert, o.inspectCAKey, time.Now())
+			}
+			if err != nil {
+				m.ReloadErrors.WithLabelValues("inspect-ca").Inc()
+				log.Error("inspection CA reload rejected; the CA in force stays", "error", err.Error())
+				return
+			}
+			leaves.SetCA(ca)
+			m.Reloads.WithLabelValues("inspect-ca").Inc()
+			log.Info("inspection CA loaded", "subject", ca.Certificate().Subject.String(),
+				"not_after", ca.Certificate().NotAfter.UTC().Format(time.RFC3339))
+		}}
 }
 
 // leafCounters are egressd_inspect_leaves_total's children, looked up

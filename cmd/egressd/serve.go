@@ -175,9 +175,14 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	defer cancel()
 	var g runGroup
 
-	eng, err := inspectEngine(o, m)
+	eng, leaves, err := inspectEngine(o, m)
 	if err != nil {
 		return err
+	}
+	if leaves != nil {
+		cw := watchInspectCA(o, leaves, m, log)
+		cw.Poll() // the pair just loaded: the baseline
+		g.Go(func() error { cw.Run(runCtx); return nil })
 	}
 	st.validate.InspectAvailable = eng != nil
 

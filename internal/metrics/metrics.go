@@ -22,7 +22,7 @@ type Metrics struct {
 	CacheHits      prometheus.Counter
 	CacheMisses    prometheus.Counter
 	CacheSize      prometheus.Gauge
-	Reloads        *prometheus.CounterVec // source: policy, pods, kube
+	Reloads        *prometheus.CounterVec // source: policy, pods, kube, inspect-ca
 	ReloadErrors   *prometheus.CounterVec // source
 	PolicyStale    prometheus.Gauge       // 1 while the API is lost and the last snapshot stays in force
 	Identities     prometheus.Gauge
