@@ -22,29 +22,39 @@ func (s *session) serveH2(ctx context.Context) error {
 		return fmt.Errorf("inspect: HTTP/2 to %s: %w", s.a.Host, err)
 	}
 	defer cc.Close()
-	srv := &http2.Server{IdleTimeout: s.e.cfg.IdleTimeout, MaxConcurrentStreams: 250}
+	srv := &http2.Server{IdleTimeout: s.e.cfg.IdleTimeout, MaxConcurrentStreams: s.e.cfg.MaxConcurrentStreams,
+		CountError: s.countH2Error}
 	srv.ServeConn(s.client, &http2.ServeConnOpts{
-		Context: ctx,
+		Context: ctx, BaseConfig: s.e.h2base,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { s.exchangeH2(w, req, cc) }),
 	})
 	return nil
 }
 
 func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2.ClientConn) {
+	if n := headerListSize(req); n > s.e.cfg.MaxHeadBytes {
+		s.refuseH2(w, req, http.StatusRequestHeaderFieldsTooLarge, "bad-request",
+			fmt.Errorf("%w: %d bytes, over %d", errHeaderListTooLarge, n, s.e.cfg.MaxHeadBytes))
+		return
+	}
 	x, body := s.begin(req, time.Now(), "HTTP/2.0")
 	defer s.end(x, body)
 	if !x.Verdict.Allow {
 		x.Status = http.StatusForbidden
-		w.Header().Set("X-Egressd-Reason", x.Verdict.Reason)
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(x.Status)
-		fmt.Fprintf(w, "egressd: %s for %s inside an inspected tunnel: %s\n", http.StatusText(x.Status), s.a.Host, x.Verdict.Reason)
+		writeRefusalH2(w, x.Status, x.Verdict.Reason, s.a.Host)
 		return
 	}
-	out := outgoing(req, s.a.Host)
-	resp, err := cc.RoundTrip(out)
+	// The origin's response header is awaited for ResponseHeaderTimeout
+	// at most; the context lives on for the body.
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	late := time.AfterFunc(s.e.cfg.ResponseHeaderTimeout, cancel)
+	resp, err := cc.RoundTrip(outgoing(ctx, req, s.a.Host))
+	if !late.Stop() && err != nil {
+		err = fmt.Errorf("%w: %w", errResponseTimeout, err)
+	}
 	if err != nil {
-		x.Status, x.Error = http.StatusBadGateway, err.Error()
+		x.Status, x.Error = upstreamStatus(err), err.Error()
 		w.Header().Set("X-Egressd-Reason", "upstream-error")
 		w.WriteHeader(x.Status)
 		return

@@ -9,15 +9,12 @@ import (
 	"github.com/egressd/egressd/proxy"
 )
 
-// inspectIdleTimeout closes an inspected tunnel with no request for this
-// long: the proxy's idle timeout of blind tunnels (proxy.Config).
-const inspectIdleTimeout = 5 * time.Minute
-
 // inspectEngine loads --inspect-ca-cert/--inspect-ca-key and --upstream-ca
-// into the engine that serves inspected tunnels; nil without a CA (rules
-// with inspect: true are then refused at load). Errors name the files and
-// the certificate, never key bytes.
-func inspectEngine(o *runOptions) (*inspect.Engine, error) {
+// into the engine that serves inspected tunnels, with the per-request
+// limits of pcfg (proxy.Config.Inspection); nil without a CA (rules with
+// inspect: true are then refused at load). Errors name the files and the
+// certificate, never key bytes.
+func inspectEngine(o *runOptions, pcfg proxy.Config) (*inspect.Engine, error) {
 	if o.inspectCACert == "" {
 		return nil, nil
 	}
@@ -39,8 +36,8 @@ func inspectEngine(o *runOptions) (*inspect.Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--upstream-ca %s: %w", o.upstreamCA, err)
 	}
-	return inspect.New(inspect.Config{
-		Leaves: leaves, Roots: roots, IdleTimeout: inspectIdleTimeout,
-		RecordPath: proxy.HTTPPath(o.auditHTTPPath) == proxy.HTTPPathFull,
-	})
+	return inspect.New(pcfg.Inspection(inspect.Config{
+		Leaves: leaves, Roots: roots,
+		RecordPath: pcfg.AuditHTTPPath == proxy.HTTPPathFull,
+	}))
 }

@@ -175,22 +175,25 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	defer cancel()
 	var g runGroup
 
-	eng, err := inspectEngine(o)
-	if err != nil {
-		return err
-	}
-	st.validate.InspectAvailable = eng != nil
-
-	// The proxy first: every change of identities or policies below is
-	// applied to its open connections too (revocation).
-	px, err := proxy.New(proxy.Config{
-		Inspect: eng,
-		Policy:  st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
+	pcfg := proxy.Config{
+		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
 		Metrics: m, Logger: log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
 		ResponseHeaderTimeout: o.responseTimeout,
 		AuditHTTPPath:         proxy.HTTPPath(o.auditHTTPPath),
 		AuditAvailable:        auditLog.Available, Interim: auditLog,
-	})
+	}
+	// The engine applies the proxy's per-request limits inside inspected
+	// tunnels: they come from the one proxy.Config.
+	eng, err := inspectEngine(o, pcfg)
+	if err != nil {
+		return err
+	}
+	st.validate.InspectAvailable = eng != nil
+	pcfg.Inspect = eng
+
+	// The proxy first: every change of identities or policies below is
+	// applied to its open connections too (revocation).
+	px, err := proxy.New(pcfg)
 	if err != nil {
 		return err
 	}
