@@ -132,6 +132,15 @@ func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
 	}
 	defer a.Client.Close()
 	defer a.Upstream.Close()
+	// The engine owns the connections' timing from here: a deadline the
+	// caller left (the proxy's ClientHello peek) would otherwise end an
+	// HTTP/2 tunnel, whose server sets none, in the middle of its streams.
+	if err := a.Client.SetDeadline(time.Time{}); err != nil {
+		return Tunnel{}, fmt.Errorf("inspect: client connection: %w", err)
+	}
+	if err := a.Upstream.SetDeadline(time.Time{}); err != nil {
+		return Tunnel{}, fmt.Errorf("inspect: upstream connection: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {

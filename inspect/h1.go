@@ -183,7 +183,7 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 		x.RedirectHost = redirectHost(resp.Header.Get("Location"), s.a.Host)
 	}
 	removeHopByHop(resp.Header)
-	rb := &countReader{r: resp.Body}
+	rb := &idleBody{countReader: countReader{r: resp.Body}, s: s, ubr: ubr, cw: cw}
 	resp.Body = rb
 	resp.Close = resp.Close || req.Close
 	err = resp.Write(cw)
@@ -192,10 +192,10 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 	}
 	x.BytesSent = rb.n.Load()
 	if err != nil {
-		x.Error = err.Error()
+		x.Error, x.Idle = err.Error(), isTimeout(err)
 		return false, err
 	}
-	return !resp.Close, nil
+	return !resp.Close, rb.done()
 }
 
 // readResponse reads the origin's response, passing interim 1xx ones

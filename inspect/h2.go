@@ -73,10 +73,18 @@ func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2
 		h.Add("Trailer", k)
 	}
 	w.WriteHeader(resp.StatusCode)
-	x.BytesSent, err = copyFlush(w, resp.Body)
+	// The body is cut (the origin's stream cancelled) once no byte moved
+	// for IdleTimeout: late is moved on before each read.
+	x.BytesSent, err = copyFlush(w, resp.Body, late, s.e.cfg.IdleTimeout)
 	if err != nil {
-		x.Error = err.Error()
+		x.Error, x.Idle = err.Error(), !late.Stop()
+		// The client must not take a cut body for a whole one: reset the
+		// stream (RST_STREAM) with net/http's documented abort, as
+		// ReverseProxy does on the plain path. The deferred end records
+		// the exchange first.
+		panic(http.ErrAbortHandler)
 	}
+	late.Stop()
 	for k, v := range resp.Trailer {
 		h[k] = v
 	}
@@ -88,14 +96,15 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 
 // copyFlush copies a response body to w, flushing after each read, so
 // that a streamed response (server-sent events of an LLM API) reaches the
-// client as it comes.
-func copyFlush(w http.ResponseWriter, r io.Reader) (int64, error) {
+// client as it comes. Before each read it resets idle to fire after d.
+func copyFlush(w http.ResponseWriter, r io.Reader, idle *time.Timer, d time.Duration) (int64, error) {
 	rc := http.NewResponseController(w)
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
 	var n int64
 	for {
+		idle.Reset(d)
 		m, err := r.Read(buf)
 		if m > 0 {
 			k, werr := w.Write(buf[:m])

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +14,8 @@ import (
 // inspected tunnel (docs/design.md, "Inspection"): the head's size (431)
 // and time (408) on HTTP/1.1, the header list's size (431) and the
 // concurrent streams on HTTP/2, the origin's response header time (504)
-// on both.
+// and a response that moves no byte for the idle timeout (cut, outcome
+// idle-timeout) on both.
 
 var (
 	// errHeadTooLarge: an HTTP/1.1 head over Config.MaxHeadBytes.
@@ -30,11 +32,10 @@ var (
 // 431 over the size limit, 408 at the header timeout, else 400 (as the
 // proxy's head reader answers them).
 func headStatus(err error) int {
-	var ne net.Error
 	switch {
 	case errors.Is(err, errHeadTooLarge):
 		return http.StatusRequestHeaderFieldsTooLarge
-	case errors.As(err, &ne) && ne.Timeout():
+	case isTimeout(err):
 		return http.StatusRequestTimeout
 	}
 	return http.StatusBadRequest
@@ -53,8 +54,7 @@ func upstreamStatus(err error) int {
 // ResponseHeaderTimeout deadline, as errResponseTimeout when it is the
 // deadline's.
 func responseTimedOut(err error) error {
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if isTimeout(err) {
 		return fmt.Errorf("%w: %w", errResponseTimeout, err)
 	}
 	return err
@@ -115,3 +115,44 @@ func (s *session) countH2Error(kind string) {
 // reasonRateLimited is policy.ReasonRateLimited (this package imports no
 // policy): the reason of a stream over the concurrent streams limit.
 const reasonRateLimited = "rate-limited"
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// idleBody is an origin's response body inside an HTTP/1.1 tunnel: each
+// read first moves the origin's read deadline and the client's write
+// deadline IdleTimeout on, so that a response that moves no byte either
+// way for that long ends (as the plain path's idle watch ends one). A read
+// that must wait for the origin (ubr holds nothing) first flushes what cw
+// holds, so that a streamed response (server-sent events) reaches the
+// client as it comes, as on HTTP/2.
+type idleBody struct {
+	countReader
+	s   *session
+	ubr *bufio.Reader
+	cw  *bufio.Writer
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if b.ubr.Buffered() == 0 && b.cw.Buffered() > 0 {
+		if err := b.cw.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	// An error here shows on the read or write that follows.
+	t := time.Now().Add(b.s.e.cfg.IdleTimeout)
+	_ = b.s.upstream.SetReadDeadline(t)
+	_ = b.s.client.SetWriteDeadline(t)
+	return b.countReader.Read(p)
+}
+
+// done clears the deadlines the body set, once the response is relayed.
+func (b *idleBody) done() error {
+	if err := b.s.upstream.SetReadDeadline(time.Time{}); err != nil {
+		return err
+	}
+	return b.s.client.SetWriteDeadline(time.Time{})
+}

@@ -315,7 +315,8 @@ func listen(t testing.TB, addr string) net.Listener {
 }
 
 // startTLSOrigin serves /w.bin (a body), /redirect?to=URL (302), /hold
-// (no answer) and /echo on 127.0.0.1 with a certificate for every test name.
+// (no answer), /drip (a slow stream), /stall (one byte, then nothing) and
+// /echo on 127.0.0.1 with a certificate for every test name.
 func (e *env) startTLSOrigin() int {
 	cert, err := e.ca.Issue("models.test", "cdn.blob.test", "evil.test", "twoaddr.test", "fallback.test", "inspect.test")
 	if err != nil {
@@ -347,6 +348,28 @@ func originHandler(seen chan http.Header) http.Handler {
 	// /hold never answers: it waits for its request to end (the response
 	// timeout's test).
 	mux.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	// /drip streams 12 bytes, one each 50 ms (a stream that outlives a
+	// short idle timeout while it moves bytes).
+	mux.HandleFunc("/drip", func(w http.ResponseWriter, r *http.Request) {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for range 12 {
+			w.Write([]byte("d"))
+			http.NewResponseController(w).Flush()
+			select {
+			case <-tick.C:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	// /stall sends its header and one byte, then nothing until its
+	// request ends (the idle timeout's test).
+	mux.HandleFunc("/stall", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("x"))
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	})

@@ -131,6 +131,8 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 	switch {
 	case !d.Allowed():
 		r.Outcome = record.OutcomeRefused
+	case x.Idle:
+		r.Outcome = record.OutcomeIdleTimeout
 	case x.Error != "":
 		r.Outcome = record.OutcomeUpstreamError
 	default:

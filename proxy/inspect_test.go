@@ -23,15 +23,15 @@ import (
 	"github.com/egressd/egressd/record"
 )
 
-// inspectRules inspect inspect.test (GET /small, /redirect and /hold) and
-// wrongname.test, whose origin certificate does not name it.
+// inspectRules inspect inspect.test (GET /small, /redirect, /hold, /stall,
+// /drip) and wrongname.test, whose origin certificate does not name it.
 const inspectRules = `  - hosts: ["inspect.test"]
     ports: [{tls}]
     cidrs: ["127.0.0.0/8"]
     inspect: true
     http:
     - methods: [GET]
-      paths: ["/small", "/redirect", "/hold"]
+      paths: ["/small", "/redirect", "/hold", "/stall", "/drip"]
   - hosts: ["wrongname.test"]
     ports: [{tls}]
     cidrs: ["127.0.0.0/8"]
