@@ -197,53 +197,43 @@ func TestInspectedResponseTimeout(t *testing.T) {
 	}
 }
 
-// TestInspectedResponseIdle: a response inside an inspected tunnel that
-// moves no byte either way for the proxy's IdleTimeout is cut and its
-// exchange recorded with outcome idle-timeout, as the plain-HTTP path's
-// idle watch does. What the origin sent before it stalled (its header and
-// one byte) reaches the client first: a response is relayed as it comes.
+// TestInspectedResponseIdle: a response inside an inspected tunnel whose
+// idle timeout is 300 ms. One that moves no byte either way for that long
+// (/stall: its header and one byte, then nothing) is cut and recorded with
+// outcome idle-timeout, as the plain-HTTP path's idle watch does; what the
+// origin sent before it stalled reaches the client first (a response is
+// relayed as it comes), and the cut shows as an error, never as a whole
+// body. One that moves a byte every 50 ms for 600 ms (/drip) is relayed
+// whole: the timeout counts silence, not the tunnel's age (an HTTP/2
+// tunnel used to be cut at the deadline the ClientHello peek had left on
+// its connection).
 func TestInspectedResponseIdle(t *testing.T) {
 	for _, tt := range protos {
-		t.Run(tt.name, func(t *testing.T) {
-			ie := newInspectEnv(t, envOpt{idle: 300 * time.Millisecond})
-			resp, err := ie.client(tt.h2).Get(ie.url("inspect.test", "/stall"))
-			if err != nil {
-				t.Fatalf("the origin's header and first byte did not reach the client: %v", err)
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 || string(body) != "x" || err == nil {
-				t.Fatalf("status %d body %q error %v; want 200, the one byte, then the cut", resp.StatusCode, body, err)
-			}
-			r := nextKind(t, ie, record.KindInspected)
-			if r.HTTP == nil || r.HTTP.Status != 200 || r.Outcome != record.OutcomeIdleTimeout || r.BytesReceived != 1 || r.Verdict != "allow" {
-				t.Fatalf("record %+v http %+v; want status 200, outcome idle-timeout, 1 byte, allow", r, r.HTTP)
-			}
-		})
-	}
-}
-
-// TestInspectedStreamOutlivesIdle: a response that moves a byte every 50
-// ms for 600 ms is relayed whole through a tunnel whose idle timeout is
-// 300 ms: the idle timeout counts silence, not the tunnel's age (an HTTP/2 tunnel used to be cut at the deadline the
-// ClientHello peek had left on its connection).
-func TestInspectedStreamOutlivesIdle(t *testing.T) {
-	for _, tt := range protos {
-		t.Run(tt.name, func(t *testing.T) {
-			ie := newInspectEnv(t, envOpt{idle: 300 * time.Millisecond})
-			resp, err := ie.client(tt.h2).Get(ie.url("inspect.test", "/drip"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil || len(body) != 12 {
-				t.Fatalf("body: %d bytes, %v; want 12", len(body), err)
-			}
-			if r := nextKind(t, ie, record.KindInspected); r.Outcome != record.OutcomeOK || r.BytesReceived != 12 {
-				t.Fatalf("record outcome %q bytes %d; want ok, 12", r.Outcome, r.BytesReceived)
-			}
-		})
+		for _, c := range []struct {
+			path, body string
+			cut        bool
+			outcome    string
+		}{
+			{"/stall", "x", true, record.OutcomeIdleTimeout},
+			{"/drip", strings.Repeat("d", 12), false, record.OutcomeOK},
+		} {
+			t.Run(tt.name+c.path, func(t *testing.T) {
+				ie := newInspectEnv(t, envOpt{idle: 300 * time.Millisecond})
+				resp, err := ie.client(tt.h2).Get(ie.url("inspect.test", c.path))
+				if err != nil {
+					t.Fatalf("the origin's header did not reach the client: %v", err)
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != c.body || (err != nil) != c.cut {
+					t.Fatalf("status %d body %q error %v; want 200, %q, cut %v", resp.StatusCode, body, err, c.body, c.cut)
+				}
+				r := nextKind(t, ie, record.KindInspected)
+				if r.HTTP == nil || r.HTTP.Status != 200 || r.Outcome != c.outcome || r.BytesReceived != int64(len(c.body)) || r.Verdict != "allow" {
+					t.Fatalf("record %+v http %+v; want status 200, outcome %s, %d bytes, allow", r, r.HTTP, c.outcome, len(c.body))
+				}
+			})
+		}
 	}
 }
 
