@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,6 +152,34 @@ func TestInspectedHeaderTooLarge(t *testing.T) {
 			if tt.h2 != (next.Tunnel == first.Tunnel) {
 				t.Fatalf("tunnels %s then %s: HTTP/2 keeps the tunnel, HTTP/1.1 closes it", first.Tunnel, next.Tunnel)
 			}
+		})
+	}
+}
+
+// TestInspectedHeaderTooLargeCurl: curl --cacert through the proxy, over
+// HTTP/1.1 and HTTP/2, with one header over the limit, is answered 431
+// bad-request inside the tunnel and recorded.
+func TestInspectedHeaderTooLargeCurl(t *testing.T) {
+	for _, tt := range []struct{ flag, proto string }{{"--http1.1", "HTTP/1.1"}, {"--http2", "HTTP/2.0"}} {
+		t.Run(tt.flag, func(t *testing.T) {
+			ie := newInspectEnv(t, envOpt{maxHeaderBytes: 4 << 10})
+			caFile := filepath.Join(t.TempDir(), "inspect-ca.pem")
+			if err := os.WriteFile(caFile, ie.ica.CertPEM(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, stderr, err := curl(t, tt.flag, "--proxy", "http://"+ie.addr, "--interface", podIP, "--cacert", caFile,
+				"-o", "/dev/null", "-w", "%{http_code} %header{x-egressd-reason}",
+				"-H", "X-Big: "+strings.Repeat("b", 5<<10), ie.url("inspect.test", "/small"))
+			if err != nil {
+				t.Fatalf("curl: %v: %s", err, stderr)
+			}
+			code, reason, _ := strings.Cut(out, " ")
+			status, err := strconv.Atoi(code)
+			if err != nil {
+				t.Fatalf("curl wrote %q", out)
+			}
+			resp := &http.Response{StatusCode: status, Header: http.Header{"X-Egressd-Reason": {reason}}}
+			refused(t, ie, resp, http.StatusRequestHeaderFieldsTooLarge, "bad-request", record.OutcomeRefused, tt.proto)
 		})
 	}
 }
