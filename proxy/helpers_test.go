@@ -348,12 +348,12 @@ func originHandler(seen chan http.Header) http.Handler {
 	// /hold never answers: it waits for its request to end (the response
 	// timeout's test).
 	mux.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	// /drip streams 12 bytes, one each 50 ms (a stream that outlives a
+	// /drip streams 24 bytes, one each 50 ms (a stream that outlives a
 	// short idle timeout while it moves bytes).
 	mux.HandleFunc("/drip", func(w http.ResponseWriter, r *http.Request) {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
-		for range 12 {
+		for range 24 {
 			w.Write([]byte("d"))
 			http.NewResponseController(w).Flush()
 			select {

@@ -207,7 +207,7 @@ func TestInspectedHeaderTimeout(t *testing.T) {
 func TestInspectedResponseTimeout(t *testing.T) {
 	for _, tt := range protos {
 		t.Run(tt.name, func(t *testing.T) {
-			ie := newInspectEnv(t, envOpt{responseHeaderTimeout: 300 * time.Millisecond})
+			ie := newInspectEnv(t, envOpt{responseHeaderTimeout: time.Second})
 			c := ie.client(tt.h2)
 			resp := do(t, c, "GET", ie.url("inspect.test", "/hold"), nil)
 			r := refused(t, ie, resp, http.StatusGatewayTimeout, "upstream-error", record.OutcomeUpstreamError, tt.proto)
@@ -228,12 +228,12 @@ func TestInspectedResponseTimeout(t *testing.T) {
 }
 
 // TestInspectedResponseIdle: a response inside an inspected tunnel whose
-// idle timeout is 300 ms. One that moves no byte either way for that long
+// idle timeout is 500 ms. One that moves no byte either way for that long
 // (/stall: its header and one byte, then nothing) is cut and recorded with
 // outcome idle-timeout, as the plain-HTTP path's idle watch does; what the
 // origin sent before it stalled reaches the client first (a response is
 // relayed as it comes), and the cut shows as an error, never as a whole
-// body. One that moves a byte every 50 ms for 600 ms (/drip) is relayed
+// body. One that moves a byte every 50 ms for 1.2 s (/drip) is relayed
 // whole: the timeout counts silence, not the tunnel's age (an HTTP/2
 // tunnel used to be cut at the deadline the ClientHello peek had left on
 // its connection).
@@ -245,10 +245,10 @@ func TestInspectedResponseIdle(t *testing.T) {
 			outcome    string
 		}{
 			{"/stall", "x", true, record.OutcomeIdleTimeout},
-			{"/drip", strings.Repeat("d", 12), false, record.OutcomeOK},
+			{"/drip", strings.Repeat("d", 24), false, record.OutcomeOK},
 		} {
 			t.Run(tt.name+c.path, func(t *testing.T) {
-				ie := newInspectEnv(t, envOpt{idle: 300 * time.Millisecond})
+				ie := newInspectEnv(t, envOpt{idle: 500 * time.Millisecond})
 				resp, err := ie.client(tt.h2).Get(ie.url("inspect.test", c.path))
 				if err != nil {
 					t.Fatalf("the origin's header did not reach the client: %v", err)
@@ -271,7 +271,7 @@ func TestInspectedResponseIdle(t *testing.T) {
 // proxy's IdleTimeout is closed by egressd (the engine takes the proxy's
 // value) and its record written.
 func TestInspectedIdleTimeout(t *testing.T) {
-	ie := newInspectEnv(t, envOpt{idle: 200 * time.Millisecond})
+	ie := newInspectEnv(t, envOpt{idle: 500 * time.Millisecond})
 	tc := ie.tunnel(t, "inspect.test", ie.ica.CertPool())
 	br := bufio.NewReader(tc)
 	fmt.Fprintf(tc, "GET /small HTTP/1.1\r\nHost: inspect.test\r\n\r\n")
