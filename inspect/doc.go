@@ -19,9 +19,13 @@
 //	  client's offer ∩ {h2, http/1.1}, full verification (system roots
 //	  plus --upstream-ca); a failure ends the tunnel (upstream-tls-failed)
 //	  before the client's handshake completes
-//	→ client handshake with the host's leaf, ALPN the origin's choice
-//	→ per request: strict head (HTTP/1.1), Host/:authority is the tunnel
-//	  host, Decide → 403 with X-Egressd-Reason, or forwarded; Record
+//	→ client handshake with the host's leaf, ALPN the origin's choice;
+//	  Args.Established (for the tunnel's interim records)
+//	→ per request: the proxy's limits (limits.go: head or header list
+//	  size 431, head time 408, HTTP/2 concurrent streams), strict head
+//	  (HTTP/1.1), Host/:authority is the tunnel host, Decide → 403 with
+//	  X-Egressd-Reason, or forwarded (response header time 504, a silent
+//	  response cut at the idle timeout); Args.Requests counted; Record
 //	  (method, status, proto, bytes, redirect host; never bodies,
 //	  credentials or query strings).
 //

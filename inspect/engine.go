@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,9 +25,23 @@ type Config struct {
 	// IdleTimeout closes a tunnel with no request for this long; zero
 	// means 90s.
 	IdleTimeout time.Duration
-	// MaxHeadBytes bounds an HTTP/1.1 request head; zero means 16 KiB
-	// (the size of the pooled head buffer an exchange takes).
+	// MaxHeadBytes bounds an HTTP/1.1 request head, request line
+	// included, and an HTTP/2 header list (RFC 9113 §6.5.2: each field's
+	// name and value plus 32); over it the answer is 431. Zero means 16
+	// KiB (the size of the pooled head buffer an exchange takes). The
+	// proxy passes its own MaxHeaderBytes (proxy.Config.Inspection).
 	MaxHeadBytes int
+	// HeaderTimeout bounds reading an HTTP/1.1 request head from its
+	// first byte; a head still incomplete then is answered 408 and the
+	// tunnel closes. Zero means 10s.
+	HeaderTimeout time.Duration
+	// ResponseHeaderTimeout bounds waiting for the origin's response
+	// header to one request; over it the answer is 504. Zero means 5m.
+	ResponseHeaderTimeout time.Duration
+	// MaxConcurrentStreams is the HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS
+	// egressd advertises to the client; a stream over it is reset by
+	// x/net/http2 and recorded (reason rate-limited). Zero means 250.
+	MaxConcurrentStreams uint32
 	// RecordPath puts the request path (never the query) in each
 	// Exchange: --audit-http-path full. False records no path.
 	RecordPath bool
@@ -35,6 +51,9 @@ type Config struct {
 type Engine struct {
 	cfg   Config
 	pools pools
+	// h2base carries the HTTP/2 header list limit to x/net/http2's
+	// server (ServeConnOpts.BaseConfig); shared by every tunnel.
+	h2base *http.Server
 }
 
 // New returns an Engine.
@@ -51,7 +70,16 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxHeadBytes <= 0 {
 		cfg.MaxHeadBytes = 16 << 10
 	}
-	e := &Engine{cfg: cfg}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = 10 * time.Second
+	}
+	if cfg.ResponseHeaderTimeout <= 0 {
+		cfg.ResponseHeaderTimeout = 5 * time.Minute
+	}
+	if cfg.MaxConcurrentStreams == 0 {
+		cfg.MaxConcurrentStreams = 250
+	}
+	e := &Engine{cfg: cfg, h2base: &http.Server{MaxHeaderBytes: h2HeaderListCap(cfg.MaxHeadBytes)}}
 	e.pools.init(cfg.MaxHeadBytes)
 	return e, nil
 }
@@ -84,6 +112,15 @@ type Args struct {
 	Decide func(Request) Verdict
 	// Record receives each exchange; nil records nothing.
 	Record func(Exchange)
+	// Established, when set, is called once both handshakes completed,
+	// before the first request, with the tunnel as it stands (Inspected,
+	// ALPN, Origin): for interim records of the tunnel.
+	Established func(Tunnel)
+	// Requests, when set, is the tunnel's request counter: the engine adds
+	// one as each request begins (HTTP/2 streams concurrently), so that
+	// the caller can read the count while the tunnel runs. Nil means a
+	// counter of the engine's own. Tunnel.Requests is its final value.
+	Requests *atomic.Int64
 }
 
 // Serve inspects one tunnel until either side ends it or ctx is done, and
@@ -95,6 +132,15 @@ func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
 	}
 	defer a.Client.Close()
 	defer a.Upstream.Close()
+	// The engine owns the connections' timing from here: a deadline the
+	// caller left (the proxy's ClientHello peek) would otherwise end an
+	// HTTP/2 tunnel, whose server sets none, in the middle of its streams.
+	if err := a.Client.SetDeadline(time.Time{}); err != nil {
+		return Tunnel{}, fmt.Errorf("inspect: client connection: %w", err)
+	}
+	if err := a.Upstream.SetDeadline(time.Time{}); err != nil {
+		return Tunnel{}, fmt.Errorf("inspect: upstream connection: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
@@ -109,16 +155,21 @@ func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
 		return t, err
 	}
 	t.Inspected = true
-	s := &session{e: e, a: &a, t: &t, client: client, upstream: upstream}
+	s := &session{e: e, a: &a, t: &t, client: client, upstream: upstream, requests: a.Requests}
+	if s.requests == nil {
+		s.requests = new(atomic.Int64)
+	}
+	if a.Established != nil {
+		a.Established(t)
+	}
 	if t.ALPN == "h2" {
 		err = s.serveH2(ctx)
 	} else {
 		err = s.serveH1(ctx)
 	}
 	// An HTTP/2 handler may still be finishing after ServeConn returns:
-	// the count is read under the lock it is written under.
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	// the counter is atomic.
+	t.Requests = s.requests.Load()
 	return t, err
 }
 

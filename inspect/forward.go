@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"context"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -30,10 +31,10 @@ func removeHopByHop(h http.Header) {
 	}
 }
 
-// outgoing returns the request to forward to the origin: the client's
-// method, target, fields (hop-by-hop removed) and body, for host.
-func outgoing(req *http.Request, host string) *http.Request {
-	out := req.Clone(req.Context())
+// outgoing returns the request to forward to the origin under ctx: the
+// client's method, target, fields (hop-by-hop removed) and body, for host.
+func outgoing(ctx context.Context, req *http.Request, host string) *http.Request {
+	out := req.Clone(ctx)
 	out.Body = req.Body
 	out.RequestURI = ""
 	out.URL.Scheme, out.URL.Host = "https", host

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,14 +23,12 @@ type session struct {
 	t                *Tunnel
 	client, upstream *tls.Conn
 
-	mu sync.Mutex // guards t.Requests under HTTP/2's concurrent streams
+	// requests counts the tunnel's requests as they begin (Args.Requests);
+	// atomic: HTTP/2 streams begin concurrently.
+	requests *atomic.Int64
 }
 
-func (s *session) countRequest() {
-	s.mu.Lock()
-	s.t.Requests++
-	s.mu.Unlock()
-}
+func (s *session) countRequest() { s.requests.Add(1) }
 
 // maxDiscard is how much of a refused request's body is read to keep the
 // connection in step; a longer body closes the connection instead.
@@ -71,6 +68,11 @@ func (s *session) serveH1(ctx context.Context) error {
 			}
 			br = getReader(&s.e.pools.heads, io.MultiReader(bytes.NewReader(first[:n]), s.client))
 		}
+		// A request has begun: its head must be complete HeaderTimeout
+		// after its first byte (the proxy's header timeout).
+		if err := s.client.SetReadDeadline(time.Now().Add(s.e.cfg.HeaderTimeout)); err != nil {
+			return nil
+		}
 		keep, err := s.oneH1(br)
 		if err != nil || !keep {
 			return err
@@ -92,7 +94,7 @@ func (s *session) oneH1(br *bufio.Reader) (bool, error) {
 		if errors.Is(err, io.EOF) || len(head) == 0 && isClosed(err) {
 			return false, nil
 		}
-		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
+		s.refuse(cw, headStatus(err), "bad-request", "HTTP/1.1", err)
 		return false, err
 	}
 	start := time.Now()
@@ -144,7 +146,7 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 		writeRefusal(cw, x.Status, "upgrade-not-inspected", s.a.Host, true)
 		return false, cw.Flush()
 	}
-	out := outgoing(req, s.a.Host)
+	out := outgoing(req.Context(), req, s.a.Host)
 	if req.Header.Get("Expect") != "" {
 		// egressd answers 100-continue itself (it has decided); the
 		// origin gets the body without waiting.
@@ -165,7 +167,18 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 	if err != nil {
 		return s.upstreamFailed(x, cw, err)
 	}
+	// The origin's response header is awaited for ResponseHeaderTimeout
+	// at most (the proxy's --response-timeout); its body for as long as
+	// it flows.
+	if err := s.upstream.SetReadDeadline(time.Now().Add(s.e.cfg.ResponseHeaderTimeout)); err != nil {
+		return s.upstreamFailed(x, cw, err)
+	}
 	resp, err := readResponse(ubr, out)
+	if err == nil {
+		err = s.upstream.SetReadDeadline(time.Time{})
+	} else {
+		err = responseTimedOut(err)
+	}
 	if err != nil {
 		return s.upstreamFailed(x, cw, err)
 	}
@@ -175,7 +188,7 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 		x.RedirectHost = redirectHost(resp.Header.Get("Location"), s.a.Host)
 	}
 	removeHopByHop(resp.Header)
-	rb := &countReader{r: resp.Body}
+	rb := &idleBody{countReader: countReader{r: resp.Body}, s: s, ubr: ubr, cw: cw}
 	resp.Body = rb
 	resp.Close = resp.Close || req.Close
 	err = resp.Write(cw)
@@ -184,10 +197,10 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 	}
 	x.BytesSent = rb.n.Load()
 	if err != nil {
-		x.Error = err.Error()
+		x.Error, x.Idle = err.Error(), isTimeout(err)
 		return false, err
 	}
-	return !resp.Close, nil
+	return !resp.Close, rb.done()
 }
 
 // readResponse reads the origin's response, passing interim 1xx ones
@@ -206,7 +219,7 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 }
 
 func (s *session) upstreamFailed(x *Exchange, cw *bufio.Writer, err error) (bool, error) {
-	x.Status, x.Error = http.StatusBadGateway, err.Error()
+	x.Status, x.Error = upstreamStatus(err), err.Error()
 	writeRefusal(cw, x.Status, "upstream-error", s.a.Host, true)
 	cw.Flush()
 	return false, fmt.Errorf("inspect: upstream %s: %w", s.a.Host, err)

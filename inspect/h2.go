@@ -22,29 +22,39 @@ func (s *session) serveH2(ctx context.Context) error {
 		return fmt.Errorf("inspect: HTTP/2 to %s: %w", s.a.Host, err)
 	}
 	defer cc.Close()
-	srv := &http2.Server{IdleTimeout: s.e.cfg.IdleTimeout, MaxConcurrentStreams: 250}
+	srv := &http2.Server{IdleTimeout: s.e.cfg.IdleTimeout, MaxConcurrentStreams: s.e.cfg.MaxConcurrentStreams,
+		CountError: s.countH2Error}
 	srv.ServeConn(s.client, &http2.ServeConnOpts{
-		Context: ctx,
+		Context: ctx, BaseConfig: s.e.h2base,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { s.exchangeH2(w, req, cc) }),
 	})
 	return nil
 }
 
 func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2.ClientConn) {
+	if n := headerListSize(req); n > s.e.cfg.MaxHeadBytes {
+		s.refuseH2(w, req, http.StatusRequestHeaderFieldsTooLarge, "bad-request",
+			fmt.Errorf("%w: %d bytes, over %d", errHeaderListTooLarge, n, s.e.cfg.MaxHeadBytes))
+		return
+	}
 	x, body := s.begin(req, time.Now(), "HTTP/2.0")
 	defer s.end(x, body)
 	if !x.Verdict.Allow {
 		x.Status = http.StatusForbidden
-		w.Header().Set("X-Egressd-Reason", x.Verdict.Reason)
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(x.Status)
-		fmt.Fprintf(w, "egressd: %s for %s inside an inspected tunnel: %s\n", http.StatusText(x.Status), s.a.Host, x.Verdict.Reason)
+		writeRefusalH2(w, x.Status, x.Verdict.Reason, s.a.Host)
 		return
 	}
-	out := outgoing(req, s.a.Host)
-	resp, err := cc.RoundTrip(out)
+	// The origin's response header is awaited for ResponseHeaderTimeout
+	// at most; the context lives on for the body.
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	late := time.AfterFunc(s.e.cfg.ResponseHeaderTimeout, cancel)
+	resp, err := cc.RoundTrip(outgoing(ctx, req, s.a.Host))
+	if !late.Stop() && err != nil {
+		err = fmt.Errorf("%w: %w", errResponseTimeout, err)
+	}
 	if err != nil {
-		x.Status, x.Error = http.StatusBadGateway, err.Error()
+		x.Status, x.Error = upstreamStatus(err), err.Error()
 		w.Header().Set("X-Egressd-Reason", "upstream-error")
 		w.WriteHeader(x.Status)
 		return
@@ -63,10 +73,18 @@ func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2
 		h.Add("Trailer", k)
 	}
 	w.WriteHeader(resp.StatusCode)
-	x.BytesSent, err = copyFlush(w, resp.Body)
+	// The body is cut (the origin's stream cancelled) once no byte moved
+	// for IdleTimeout: late is moved on before each read.
+	x.BytesSent, err = copyFlush(w, resp.Body, late, s.e.cfg.IdleTimeout)
 	if err != nil {
-		x.Error = err.Error()
+		x.Error, x.Idle = err.Error(), !late.Stop()
+		// The client must not take a cut body for a whole one: reset the
+		// stream (RST_STREAM) with net/http's documented abort, as
+		// ReverseProxy does on the plain path. The deferred end records
+		// the exchange first.
+		panic(http.ErrAbortHandler)
 	}
+	late.Stop()
 	for k, v := range resp.Trailer {
 		h[k] = v
 	}
@@ -78,14 +96,15 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 
 // copyFlush copies a response body to w, flushing after each read, so
 // that a streamed response (server-sent events of an LLM API) reaches the
-// client as it comes.
-func copyFlush(w http.ResponseWriter, r io.Reader) (int64, error) {
+// client as it comes. Before each read it resets idle to fire after d.
+func copyFlush(w http.ResponseWriter, r io.Reader, idle *time.Timer, d time.Duration) (int64, error) {
 	rc := http.NewResponseController(w)
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
 	var n int64
 	for {
+		idle.Reset(d)
 		m, err := r.Read(buf)
 		if m > 0 {
 			k, werr := w.Write(buf[:m])

@@ -58,6 +58,9 @@ type Exchange struct {
 	// Error says what failed upstream or on the client's side; "" if
 	// nothing did.
 	Error string
+	// Idle: the response moved no byte either way for Config.IdleTimeout
+	// and was cut (outcome idle-timeout, as on the plain-HTTP path).
+	Idle bool
 }
 
 // OriginCert is the origin certificate's identity, for tls.origin_cert.

@@ -116,6 +116,27 @@ type Config struct {
 	MaxConnsPerClient int
 }
 
+// maxInspectStreams is the HTTP/2 concurrent streams an inspected tunnel
+// allows when MaxConnsPerClient does not bound it lower.
+const maxInspectStreams = 250
+
+// Inspection returns c with the proxy's per-request limits, defaults
+// applied, for the engine that serves inspected tunnels (docs/design.md,
+// "Inspection"): MaxHeaderBytes, HeaderTimeout, IdleTimeout and
+// ResponseHeaderTimeout as they are, and HTTP/2's concurrent streams
+// bounded by MaxConnsPerClient (a client holds no more requests in flight
+// in one tunnel than it may hold connections), at most 250.
+func (cfg Config) Inspection(c inspect.Config) inspect.Config {
+	d := cfg.withDefaults()
+	c.MaxHeadBytes, c.HeaderTimeout = d.MaxHeaderBytes, d.HeaderTimeout
+	c.IdleTimeout, c.ResponseHeaderTimeout = d.IdleTimeout, d.ResponseHeaderTimeout
+	c.MaxConcurrentStreams = maxInspectStreams
+	if d.MaxConnsPerClient > 0 && d.MaxConnsPerClient < maxInspectStreams {
+		c.MaxConcurrentStreams = uint32(d.MaxConnsPerClient)
+	}
+	return c
+}
+
 // withDefaults returns cfg with zero values replaced by their meaning.
 func (cfg Config) withDefaults() Config {
 	if cfg.Logger == nil {

@@ -138,8 +138,14 @@ type envOpt struct {
 	auditAvailable        func() bool
 	interim               Interim
 	responseHeaderTimeout time.Duration
-	// inspect makes Config.Inspect, given the origins' CA (inspect_test.go).
-	inspect func(origins *certs.CA) *inspect.Engine
+	// inspect makes Config.Inspect, given the origins' CA and the proxy's
+	// Config (for its limits: Config.Inspection; inspect_test.go).
+	inspect func(origins *certs.CA, cfg Config) *inspect.Engine
+	// maxHeaderBytes sets Config.MaxHeaderBytes.
+	maxHeaderBytes int
+	// auditInterim makes the audit logger write interim records at this
+	// interval and serve as Config.Interim (unless interim is set).
+	auditInterim time.Duration
 }
 
 func newEnv(t testing.TB, o envOpt) *env {
@@ -199,7 +205,12 @@ func newEnv(t testing.TB, o envOpt) *env {
 	if o.log != nil {
 		logW = o.log
 	}
-	p, err := New(Config{
+	al := audit.New(audit.Config{Writers: []io.Writer{auditW}, Metrics: e.m, Interim: o.auditInterim})
+	interim := o.interim
+	if interim == nil && o.auditInterim > 0 {
+		interim = al
+	}
+	cfg := Config{
 		Policy:   e.snap.Load,
 		Identity: src,
 		Resolver: look,
@@ -208,7 +219,8 @@ func newEnv(t testing.TB, o envOpt) *env {
 		HeaderTimeout:     o.headerTimeout,
 		PeekTimeout:       o.peekTimeout,
 		Guard:             policy.NewGuard(gcfg),
-		Audit:             audit.New(audit.Config{Writers: []io.Writer{auditW}, Metrics: e.m}),
+		Audit:             al,
+		MaxHeaderBytes:    o.maxHeaderBytes,
 		Metrics:           e.m,
 		Logger:            slog.New(slog.NewTextHandler(logW, nil)),
 		Mode:              o.mode,
@@ -216,10 +228,11 @@ func newEnv(t testing.TB, o envOpt) *env {
 
 		AuditHTTPPath:         o.httpPath,
 		AuditAvailable:        o.auditAvailable,
-		Interim:               o.interim,
+		Interim:               interim,
 		ResponseHeaderTimeout: o.responseHeaderTimeout,
-		Inspect:               inspectEngine(o, ca),
-	})
+	}
+	cfg.Inspect = inspectEngine(o, ca, cfg)
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,11 +283,11 @@ spec:
 %[3]s`, e.tlsPort, e.httpPort, extra)
 }
 
-func inspectEngine(o envOpt, origins *certs.CA) *inspect.Engine {
+func inspectEngine(o envOpt, origins *certs.CA, cfg Config) *inspect.Engine {
 	if o.inspect == nil {
 		return nil
 	}
-	return o.inspect(origins)
+	return o.inspect(origins, cfg)
 }
 
 func compile(t testing.TB, y string) *policy.Snapshot {
@@ -301,7 +314,8 @@ func listen(t testing.TB, addr string) net.Listener {
 	return ln
 }
 
-// startTLSOrigin serves /w.bin (a body), /redirect?to=URL (302) and
+// startTLSOrigin serves /w.bin (a body), /redirect?to=URL (302), /hold
+// (no answer), /drip (a slow stream), /stall (one byte, then nothing) and
 // /echo on 127.0.0.1 with a certificate for every test name.
 func (e *env) startTLSOrigin() int {
 	cert, err := e.ca.Issue("models.test", "cdn.blob.test", "evil.test", "twoaddr.test", "fallback.test", "inspect.test")
@@ -331,6 +345,31 @@ func originHandler(seen chan http.Header) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/w.bin", func(w http.ResponseWriter, r *http.Request) { w.Write(weights) })
 	mux.HandleFunc("/small", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	// /hold never answers: it waits for its request to end (the response
+	// timeout's test).
+	mux.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	// /drip streams 24 bytes, one each 50 ms (a stream that outlives a
+	// short idle timeout while it moves bytes).
+	mux.HandleFunc("/drip", func(w http.ResponseWriter, r *http.Request) {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for range 24 {
+			w.Write([]byte("d"))
+			http.NewResponseController(w).Flush()
+			select {
+			case <-tick.C:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	// /stall sends its header and one byte, then nothing until its
+	// request ends (the idle timeout's test).
+	mux.HandleFunc("/stall", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("x"))
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	})

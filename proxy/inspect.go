@@ -37,6 +37,7 @@ func (t *tunnel) serveInspected() {
 		Client: client, Upstream: t.upstream,
 		Host: ex.host, Port: ex.port,
 		Decide: t.decideRequest, Record: t.recordExchange,
+		Established: t.established, Requests: &t.inspReqs,
 	})
 	t.mu.Lock()
 	t.inspected = &tun
@@ -51,6 +52,15 @@ func (t *tunnel) serveInspected() {
 	if err != nil && !t.closedByUs() {
 		t.fail(err)
 	}
+}
+
+// established keeps what the engine says of the tunnel once both
+// handshakes completed, so that interim records carry tls.inspected and
+// tls.origin_cert before the tunnel ends (requests: t.inspReqs).
+func (t *tunnel) established(tun inspect.Tunnel) {
+	t.mu.Lock()
+	t.inspected = &tun
+	t.mu.Unlock()
 }
 
 // closedByUs reports whether the tunnel's connections were closed by
@@ -121,6 +131,8 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 	switch {
 	case !d.Allowed():
 		r.Outcome = record.OutcomeRefused
+	case x.Idle:
+		r.Outcome = record.OutcomeIdleTimeout
 	case x.Error != "":
 		r.Outcome = record.OutcomeUpstreamError
 	default:

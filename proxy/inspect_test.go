@@ -23,15 +23,15 @@ import (
 	"github.com/egressd/egressd/record"
 )
 
-// inspectRules inspect inspect.test (GET /small and /redirect, any method
-// on /echo) and wrongname.test, whose origin certificate does not name it.
+// inspectRules inspect inspect.test (GET /small, /redirect, /hold, /stall,
+// /drip) and wrongname.test, whose origin certificate does not name it.
 const inspectRules = `  - hosts: ["inspect.test"]
     ports: [{tls}]
     cidrs: ["127.0.0.0/8"]
     inspect: true
     http:
     - methods: [GET]
-      paths: ["/small", "/redirect"]
+      paths: ["/small", "/redirect", "/hold", "/stall", "/drip"]
   - hosts: ["wrongname.test"]
     ports: [{tls}]
     cidrs: ["127.0.0.0/8"]
@@ -57,8 +57,8 @@ func newInspectEnv(t testing.TB, o envOpt) *inspectEnv {
 	}
 	ie := &inspectEnv{ica: ica}
 	o.extra = inspectRules
-	o.inspect = func(origins *certs.CA) *inspect.Engine {
-		eng, err := inspect.New(inspect.Config{Leaves: leaves, Roots: origins.CertPool()})
+	o.inspect = func(origins *certs.CA, cfg Config) *inspect.Engine {
+		eng, err := inspect.New(cfg.Inspection(inspect.Config{Leaves: leaves, Roots: origins.CertPool()}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,6 +63,7 @@ type tunnel struct {
 	inspecting bool
 	replay     []byte // the client's bytes read before the hand-off
 	inspected  *inspect.Tunnel
+	inspReqs   atomic.Int64 // the engine's request count (inspect.Args.Requests)
 	inspSnap   *policy.Snapshot
 	inspDec    policy.Decision
 	// interimDone unregisters the tunnel from interim records.
@@ -263,7 +264,9 @@ func (t *tunnel) tlsLocked() *record.TLS {
 }
 
 // snapshot is the tunnel's record as it stands, for an interim record: the
-// decision in force, what was seen of TLS and the bytes so far.
+// decision in force, what was seen of TLS (an inspected tunnel's
+// tls.inspected and tls.origin_cert once established), the bytes and the
+// inspected requests so far.
 func (t *tunnel) snapshot() record.Record {
 	ex := t.ex
 	dec := ex.decision()
@@ -276,6 +279,7 @@ func (t *tunnel) snapshot() record.Record {
 	r.Host, r.Port = ex.host, ex.port
 	r.SetDecision(dec)
 	r.BytesSent, r.BytesReceived = t.sent.Load(), t.recv.Load()
+	r.Requests = t.inspReqs.Load()
 	r.DurationMS = float64(time.Since(ex.start).Microseconds()) / 1000
 	return r
 }

@@ -13,16 +13,13 @@ import (
 	"github.com/egressd/egressd/proxy"
 )
 
-// inspectIdleTimeout closes an inspected tunnel with no request for this
-// long: the proxy's idle timeout of blind tunnels (proxy.Config).
-const inspectIdleTimeout = 5 * time.Minute
-
 // inspectEngine loads --inspect-ca-cert/--inspect-ca-key and --upstream-ca
-// into the engine that serves inspected tunnels, with its leaf cache (for
+// into the engine that serves inspected tunnels, with the per-request
+// limits of pcfg (proxy.Config.Inspection) and its leaf cache (for
 // watchInspectCA); nil without a CA (rules with inspect: true are then
 // refused at load). Errors name the files and the certificate, never key
 // bytes.
-func inspectEngine(o *runOptions, m *metrics.Metrics) (*inspect.Engine, *inspect.Leaves, error) {
+func inspectEngine(o *runOptions, pcfg proxy.Config, m *metrics.Metrics) (*inspect.Engine, *inspect.Leaves, error) {
 	if o.inspectCACert == "" {
 		return nil, nil, nil
 	}
@@ -44,10 +41,10 @@ func inspectEngine(o *runOptions, m *metrics.Metrics) (*inspect.Engine, *inspect
 	if err != nil {
 		return nil, nil, fmt.Errorf("--upstream-ca %s: %w", o.upstreamCA, err)
 	}
-	eng, err := inspect.New(inspect.Config{
-		Leaves: leaves, Roots: roots, IdleTimeout: inspectIdleTimeout,
-		RecordPath: proxy.HTTPPath(o.auditHTTPPath) == proxy.HTTPPathFull,
-	})
+	eng, err := inspect.New(pcfg.Inspection(inspect.Config{
+		Leaves: leaves, Roots: roots,
+		RecordPath: pcfg.AuditHTTPPath == proxy.HTTPPathFull,
+	}))
 	return eng, leaves, err
 }
 

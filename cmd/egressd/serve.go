@@ -175,7 +175,16 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	defer cancel()
 	var g runGroup
 
-	eng, leaves, err := inspectEngine(o, m)
+	pcfg := proxy.Config{
+		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
+		Metrics: m, Logger: log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
+		ResponseHeaderTimeout: o.responseTimeout,
+		AuditHTTPPath:         proxy.HTTPPath(o.auditHTTPPath),
+		AuditAvailable:        auditLog.Available, Interim: auditLog,
+	}
+	// The engine applies the proxy's per-request limits inside inspected
+	// tunnels: they come from the one proxy.Config.
+	eng, leaves, err := inspectEngine(o, pcfg, m)
 	if err != nil {
 		return err
 	}
@@ -185,17 +194,11 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 		g.Go(func() error { cw.Run(runCtx); return nil })
 	}
 	st.validate.InspectAvailable = eng != nil
+	pcfg.Inspect = eng
 
 	// The proxy first: every change of identities or policies below is
 	// applied to its open connections too (revocation).
-	px, err := proxy.New(proxy.Config{
-		Inspect: eng,
-		Policy:  st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
-		Metrics: m, Logger: log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
-		ResponseHeaderTimeout: o.responseTimeout,
-		AuditHTTPPath:         proxy.HTTPPath(o.auditHTTPPath),
-		AuditAvailable:        auditLog.Available, Interim: auditLog,
-	})
+	px, err := proxy.New(pcfg)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,158 @@
+package inspect
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/egressd/egressd/internal/http1"
+)
+
+// The proxy's per-request limits, applied to each request inside an
+// inspected tunnel (docs/design.md, "Inspection"): the head's size (431)
+// and time (408) on HTTP/1.1, the header list's size (431) and the
+// concurrent streams on HTTP/2, the origin's response header time (504)
+// and a response that moves no byte for the idle timeout (cut, outcome
+// idle-timeout) on both.
+
+var (
+	// errHeaderListTooLarge: an HTTP/2 header list over
+	// Config.MaxHeadBytes.
+	errHeaderListTooLarge = errors.New("inspect: request header list too large")
+	// errResponseTimeout: no response header from the origin within
+	// Config.ResponseHeaderTimeout.
+	errResponseTimeout = errors.New("inspect: no response header from the origin within the response timeout")
+)
+
+// headStatus is the answer to an HTTP/1.1 head that could not be read:
+// 431 over the size limit, 408 at the header timeout, else 400 (as the
+// proxy's head reader answers them).
+func headStatus(err error) int {
+	switch {
+	case errors.Is(err, http1.ErrHeadTooLarge): // over Config.MaxHeadBytes
+		return http.StatusRequestHeaderFieldsTooLarge
+	case isTimeout(err):
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
+}
+
+// upstreamStatus is the answer to a request the origin did not answer:
+// 504 at the response timeout, else 502 (as on the plain-HTTP path).
+func upstreamStatus(err error) int {
+	if errors.Is(err, errResponseTimeout) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
+}
+
+// responseTimedOut marks err, from reading a response header under the
+// ResponseHeaderTimeout deadline, as errResponseTimeout when it is the
+// deadline's.
+func responseTimedOut(err error) error {
+	if isTimeout(err) {
+		return fmt.Errorf("%w: %w", errResponseTimeout, err)
+	}
+	return err
+}
+
+// h2HeaderListCap is the SETTINGS_MAX_HEADER_LIST_SIZE basis given to
+// x/net/http2's server for a limit of n bytes: twice the limit, so that
+// a header list between n and 2n reaches the handler, which answers it
+// 431 with X-Egressd-Reason and a record (x/net answers a longer one 431
+// itself, and no handler sees it).
+func h2HeaderListCap(n int) int { return 2 * n }
+
+// headerListSize is a request's HTTP/2 header list size (RFC 9113
+// §6.5.2: name, value and 32 bytes per field, pseudo-fields included).
+func headerListSize(req *http.Request) int {
+	n := len(":method") + len(req.Method) + len(":path") + len(req.RequestURI) +
+		len(":authority") + len(req.Host) + len(":scheme") + len("https") + 4*32
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 32
+		}
+	}
+	return n
+}
+
+// refuseH2 answers a stream egressd refuses before deciding it (its header
+// list over the limit) and records it; the tunnel stays up.
+func (s *session) refuseH2(w http.ResponseWriter, req *http.Request, status int, reason string, err error) {
+	s.countRequest()
+	x := Exchange{Start: time.Now(), Method: req.Method, Proto: "HTTP/2.0", Status: status,
+		Verdict: Verdict{Reason: reason}, Error: err.Error()}
+	writeRefusalH2(w, status, reason, s.a.Host)
+	s.record(x)
+}
+
+// writeRefusalH2 writes egressd's own response to one HTTP/2 stream.
+func writeRefusalH2(w http.ResponseWriter, status int, reason, host string) {
+	w.Header().Set("X-Egressd-Reason", reason)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "egressd: %s for %s inside an inspected tunnel: %s\n", http.StatusText(status), host, reason)
+}
+
+// countH2Error is x/net/http2's Server.CountError: a stream it resets for
+// exceeding the concurrent streams egressd advertised is recorded as a
+// refused request (reason rate-limited, no status: HTTP/2 answers it with
+// RST_STREAM, RFC 9113 §5.1.2). x/net names it
+// "stream_<code>_over_max_streams" (or "..._over_max_streams_race").
+func (s *session) countH2Error(kind string) {
+	if !strings.Contains(kind, "_over_max_streams") {
+		return
+	}
+	s.countRequest()
+	s.record(Exchange{Start: time.Now(), Proto: "HTTP/2.0", Verdict: Verdict{Reason: reasonRateLimited},
+		Error: fmt.Sprintf("stream over the %d concurrent streams advertised: reset", s.e.cfg.MaxConcurrentStreams)})
+}
+
+// reasonRateLimited is policy.ReasonRateLimited (this package imports no
+// policy): the reason of a stream over the concurrent streams limit.
+const reasonRateLimited = "rate-limited"
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// idleBody is an origin's response body inside an HTTP/1.1 tunnel: each
+// read first moves the origin's read deadline and the client's write
+// deadline IdleTimeout on, so that a response that moves no byte either
+// way for that long ends (as the plain path's idle watch ends one). A read
+// that must wait for the origin (ubr holds nothing) first flushes what cw
+// holds, so that a streamed response (server-sent events) reaches the
+// client as it comes, as on HTTP/2.
+type idleBody struct {
+	countReader
+	s   *session
+	ubr *bufio.Reader
+	cw  *bufio.Writer
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if b.ubr.Buffered() == 0 && b.cw.Buffered() > 0 {
+		if err := b.cw.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	// An error here shows on the read or write that follows.
+	t := time.Now().Add(b.s.e.cfg.IdleTimeout)
+	_ = b.s.upstream.SetReadDeadline(t)
+	_ = b.s.client.SetWriteDeadline(t)
+	return b.countReader.Read(p)
+}
+
+// done clears the deadlines the body set, once the response is relayed.
+func (b *idleBody) done() error {
+	if err := b.s.upstream.SetReadDeadline(time.Time{}); err != nil {
+		return err
+	}
+	return b.s.client.SetWriteDeadline(time.Time{})
+}
