@@ -116,6 +116,7 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 	r := record.Record{
 		ID: audit.NewID(), Start: x.Start, Kind: record.KindInspected, Tunnel: ex.rec.ID,
 		Client: ex.rec.Client, Host: ex.host, Port: ex.port, Mode: ex.rec.Mode, Peer: ex.rec.Peer,
+		Probe: ex.rec.Probe, // an exchange in egressd probe's tunnel is the probe's
 		HTTP: &record.HTTP{Method: x.Method, Path: x.Path, Status: x.Status,
 			RedirectHost: x.RedirectHost, Proto: x.Proto},
 		BytesSent: x.BytesReceived, BytesReceived: x.BytesSent,
@@ -141,7 +142,7 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 	if x.Error != "" {
 		r.Error = audit.RedactText(x.Error)
 	}
-	t.p.mc.requests.Get(requestLabels{r.Kind, r.Verdict, r.Reason, false}).Inc()
+	t.p.mc.requests.Get(requestLabels{r.Kind, r.Verdict, r.Reason, r.Probe != ""}).Inc()
 	t.p.cfg.Audit.Write(&r)
 }
 
