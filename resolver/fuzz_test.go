@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -83,4 +84,20 @@ func noECH(t *testing.T, kv []dns.SVCBKeyValue) {
 			t.Fatal("ech SvcParam kept")
 		}
 	}
+}
+
+// FuzzIPLiteral holds ipLiteral to netip.ParseAddr of the unbracketed
+// host: the shortcut that skips names never skips an address.
+func FuzzIPLiteral(f *testing.F) {
+	for _, s := range []string{"203.0.113.1", "::1", "[2001:db8::1]", "fe80::1%eth0", "::ffff:1.2.3.4",
+		"models.test", "1.2.3.4.", "1e100.net", "", "[]", "0x7f.1", "01.2.3.4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		want, err := netip.ParseAddr(strings.Trim(host, "[]"))
+		got, ok := ipLiteral(host)
+		if ok != (err == nil) || got != want {
+			t.Fatalf("ipLiteral(%q) = %v, %v; netip.ParseAddr: %v, %v", host, got, ok, want, err)
+		}
+	})
 }

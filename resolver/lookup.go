@@ -27,7 +27,7 @@ import (
 // the other family found: the caller denies it with reason metadata.
 func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 	start := time.Now()
-	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+	if a, ok := ipLiteral(host); ok {
 		return Answer{Addrs: []netip.Addr{a.Unmap()}, Rcode: dns.RcodeSuccess}, nil
 	}
 	name, err := fqdnKey(host)
@@ -247,4 +247,17 @@ func pickError(a, b error) error {
 		return b
 	}
 	return ErrNoAddress
+}
+
+// ipLiteral parses host as an IP address (IPv4, IPv6, bracketed IPv6).
+// Only a string holding a colon (IPv6) or ending in a digit (dotted
+// IPv4) can be one, and a name is not handed to netip.ParseAddr: its
+// error is an allocation per lookup of every name.
+func ipLiteral(host string) (netip.Addr, bool) {
+	h := strings.Trim(host, "[]")
+	if h == "" || strings.IndexByte(h, ':') < 0 && (h[len(h)-1] < '0' || h[len(h)-1] > '9') {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(h)
+	return a, err == nil
 }

@@ -128,7 +128,8 @@ func (r *Resolver) answerNow(k cacheKey, start time.Time) (*Result, error, bool)
 
 // recentFailure answers k from a failure inside its FailureTTL window
 // (failures.go): the stale entry when there is one, as right after the
-// failure, else the failure's error; false when k has no such failure.
+// failure, else the failure's error (failureErr); false when k has no
+// such failure.
 func (r *Resolver) recentFailure(k cacheKey, start time.Time) (*Result, error, bool) {
 	now := r.cfg.Now()
 	err, ok := r.failed.get(k, now)
@@ -138,8 +139,16 @@ func (r *Resolver) recentFailure(k cacheKey, start time.Time) (*Result, error, b
 	if e, ok := r.cache.stale(k, now); ok {
 		return &Result{Msg: answerFrom(e, now, true), Stale: true, Upstream: e.upstream, Duration: time.Since(start)}, nil, true
 	}
-	return nil, fmt.Errorf("resolver: query %s %s: %w (a failure of the last %s, not asked again: RFC 9520)",
-		k.name, dns.TypeToString[k.qtype], err, r.cfg.FailureTTL), true
+	return nil, err, true
+}
+
+// failureErr is the error that the queries for k within the failure's
+// FailureTTL window answer; made once, when the failure is remembered, not
+// per query (a question upstream always refuses, AAAA on some servers, is
+// asked by every new connection).
+func (r *Resolver) failureErr(k cacheKey, err error) error {
+	return fmt.Errorf("resolver: query %s %s: %w (a failure of the last %s, not asked again: RFC 9520)",
+		k.name, dns.TypeToString[k.qtype], err, r.cfg.FailureTTL)
 }
 
 func (r *Resolver) fromCache(k cacheKey, start time.Time) (*Result, bool) {
@@ -161,7 +170,7 @@ func (r *Resolver) fetch(ctx context.Context, k cacheKey) fetchResult {
 	now := r.cfg.Now()
 	if err != nil {
 		if r.cfg.FailureTTL > 0 {
-			r.failed.put(k, now.Add(r.cfg.FailureTTL), err)
+			r.failed.put(k, now.Add(r.cfg.FailureTTL), r.failureErr(k, err))
 		}
 		// RFC 8767 §4: answer from an expired entry only once resolution
 		// has failed.

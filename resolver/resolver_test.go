@@ -248,6 +248,12 @@ func TestFailureCached(t *testing.T) {
 	if got := up.Count("evil.test.", "A", "udp"); got != n {
 		t.Fatalf("upstream asked %d times inside the failure window, want 0", got-n)
 	}
+	// The window's error is made when the failure is remembered: a query
+	// inside it allocates only its name (a question that upstream always
+	// refuses is asked by every new connection).
+	if a := testing.AllocsPerRun(100, func() { _, _ = r.Query(ctx, "evil.test", dns.TypeA) }); a > 1 {
+		t.Fatalf("a query inside the failure window: %.0f allocations, want at most 1 (the name)", a)
+	}
 
 	// An expired entry that fails again: stale inside the window too.
 	clk.Advance(301 * time.Second)
@@ -311,6 +317,11 @@ func TestLookupIPRefusedFamily(t *testing.T) {
 	}
 	if n := up.Count("models.test.", "A", "udp"); n != 1 {
 		t.Fatalf("A asked %d times, want 1 (cached)", n)
+	}
+	// Inside the window a lookup costs no new error (failureErr) and no
+	// failed IP parse of the name (ipLiteral): 14 allocations before.
+	if a := testing.AllocsPerRun(100, func() { _, _ = r.LookupIP(ctx, "models.test") }); a > 7 {
+		t.Fatalf("a lookup inside the AAAA failure window: %.0f allocations, want at most 7", a)
 	}
 	clk.Advance(DefaultFailureTTL)
 	if _, err := r.LookupIP(ctx, "models.test"); err != nil {
@@ -531,5 +542,37 @@ func TestFailuresBounded(t *testing.T) {
 		if _, ok := f.get(key(i), time.Now()); !ok {
 			t.Fatalf("failure %d not remembered", i)
 		}
+	}
+}
+
+func TestIPLiteral(t *testing.T) {
+	for _, c := range []struct {
+		name, host string
+		want       string // "" for not an address
+		// skip: no colon and no final digit, so not parsed (no error to
+		// allocate)
+		skip bool
+	}{
+		{"ipv4", "203.0.113.1", "203.0.113.1", false},
+		{"ipv6", "2001:db8::1", "2001:db8::1", false},
+		{"bracketed ipv6", "[2001:db8::1]", "2001:db8::1", false},
+		{"zoned ipv6", "fe80::1%eth0", "fe80::1%eth0", false},
+		{"mapped ipv4", "::ffff:192.0.2.1", "::ffff:192.0.2.1", false},
+		{"name", "models.test", "", true},
+		{"name with a digit label", "1e100.net", "", true},
+		{"ipv4 with a trailing dot", "203.0.113.1.", "", true},
+		{"leading zero", "01.2.3.4", "", false},
+		{"empty", "", "", true},
+		{"empty brackets", "[]", "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, ok := ipLiteral(c.host)
+			if got := map[bool]string{true: a.String(), false: ""}[ok]; got != c.want {
+				t.Fatalf("ipLiteral(%q) = %q, want %q", c.host, got, c.want)
+			}
+			if allocs := testing.AllocsPerRun(10, func() { ipLiteral(c.host) }); c.skip && allocs != 0 {
+				t.Fatalf("ipLiteral(%q): %.0f allocations, want 0", c.host, allocs)
+			}
+		})
 	}
 }
