@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -214,6 +215,49 @@ func TestH2Attacks(t *testing.T) {
 			status, reason := h2Exchange(t, h, tt.fields...)
 			if status != tt.status || reason != tt.reason {
 				t.Fatalf("%s %q; want %s %q", status, reason, tt.status, tt.reason)
+			}
+		})
+	}
+}
+
+// TestReaderErrorQuotesNothing: what net/http's readers say of a head
+// they refuse quotes its bytes; readerError keeps none of them.
+func TestReaderErrorQuotesNothing(t *testing.T) {
+	tests := []struct {
+		name, head string
+		response   bool
+		want       error
+	}{
+		{"request-target with a query", "GET /a%zz?key=query-secret HTTP/1.1\r\nHost: a\r\n\r\n", false, errRequestUnread},
+		{"absolute-form with userinfo", "GET https://user:query-secret@a/%zz HTTP/1.1\r\nHost: a\r\n\r\n", false, errRequestUnread},
+		{"request header line", "GET / HTTP/1.1\r\nHost: a\r\nAuthorization Bearer sk-client-secret-token\r\n\r\n", false, errRequestUnread},
+		{"response header line", "HTTP/1.1 200 OK\r\nSet-Cookie session=origin-set-cookie-secret\r\n\r\n", true, errResponseUnread},
+		{"response status line", "HTTP/1.1 2x0 origin-set-cookie-secret\r\n\r\n", true, errResponseUnread},
+		{"response cut short", "HTTP/1.1 200 OK\r\nSet-Cookie: origin-set-cookie-secret", true, io.ErrUnexpectedEOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			br := bufio.NewReader(strings.NewReader(tt.head))
+			var err error
+			if tt.response {
+				_, err = readResponse(br, &http.Request{Method: "GET"})
+			} else {
+				_, err = http.ReadRequest(br)
+			}
+			if err == nil {
+				t.Fatal("the reader took the head")
+			}
+			got := readerError(err, errRequestUnread)
+			if tt.response {
+				got = readerError(err, errResponseUnread)
+			}
+			if !errors.Is(got, tt.want) {
+				t.Errorf("readerError(%v) = %v; want %v", err, got, tt.want)
+			}
+			for _, s := range []string{"secret", "key="} {
+				if strings.Contains(got.Error(), s) {
+					t.Errorf("readerError(%v) = %q holds %q", err, got, s)
+				}
 			}
 		})
 	}

@@ -111,7 +111,7 @@ func (s *session) oneH1(br *bufio.Reader) (bool, error) {
 	fieldMismatch := hostField != nil && !authorityMatches(string(hostField), s.a.Host, s.a.Port)
 	req, err := http.ReadRequest(br)
 	if err != nil {
-		err = readerError(err)
+		err = readerError(err, errRequestUnread)
 		s.refuse(cw, http.StatusBadRequest, "", err)
 		return false, err
 	}
@@ -183,7 +183,7 @@ func (s *session) exchangeH1(req *http.Request, fieldMismatch bool, start time.T
 	if err == nil {
 		err = s.upstream.SetReadDeadline(time.Time{})
 	} else {
-		err = responseTimedOut(err)
+		err = responseTimedOut(readerError(err, errResponseUnread))
 	}
 	if err != nil {
 		return s.upstreamFailed(x, cw, err)

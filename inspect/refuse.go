@@ -21,6 +21,9 @@ var (
 	errUnaskedSwitch = errors.New("inspect: the origin switched protocols unasked (101)")
 	// errRequestUnread: net/http's reader refused a head the rules passed.
 	errRequestUnread = errors.New("inspect: request head refused by net/http's reader")
+	// errResponseUnread: net/http's reader refused the origin's response
+	// head.
+	errResponseUnread = errors.New("inspect: the origin's response head refused by net/http's reader")
 )
 
 // reasonBadRequest is policy.ReasonBadRequest (this package imports no
@@ -33,12 +36,14 @@ func notRelayed(req *http.Request) bool {
 	return req.Method == http.MethodConnect || req.Header.Get("Upgrade") != ""
 }
 
-// readerError is what of an error of net/http's request reader may go
-// into a record: its parsers quote the input (a request-target with its
-// query, a header line with its value), and no request byte is ever
-// recorded. A URL error keeps its cause ("invalid URL escape"), not the
-// URL; a connection's error is kept; anything else is errRequestUnread.
-func readerError(err error) error {
+// readerError is what of an error of net/http's request reader (unread
+// errRequestUnread) or response reader (errResponseUnread) may go into a
+// record: its parsers quote the input (a request-target with its query, a
+// header line with its value: Authorization, Set-Cookie), and no header
+// value or query is ever recorded. A URL error keeps its class ("invalid
+// percent escape"), not the URL; a connection's error and this package's
+// own are kept; anything else is unread.
+func readerError(err, unread error) error {
 	var (
 		ue *url.Error
 		ne net.Error
@@ -47,11 +52,12 @@ func readerError(err error) error {
 	case errors.As(err, &ue):
 		var esc url.EscapeError
 		if errors.As(ue.Err, &esc) {
-			return fmt.Errorf("%w: invalid percent escape in the request-target", errRequestUnread)
+			return fmt.Errorf("%w: invalid percent escape in the request-target", unread)
 		}
-		return fmt.Errorf("%w: invalid request-target", errRequestUnread)
-	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: invalid request-target", unread)
+	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, errUnaskedSwitch):
 		return err
 	}
-	return errRequestUnread
+	return unread
 }
