@@ -107,8 +107,9 @@ func (s *session) oneH1(br *bufio.Reader) (bool, error) {
 	}
 	// net/http drops the Host field of an absolute-form request (its
 	// target names the host): held to the tunnel's host here, before the
-	// reader consumes the head it points into.
-	fieldMismatch := hostField != nil && !authorityMatches(string(hostField), s.a.Host, s.a.Port)
+	// reader consumes the head it points into. An origin-form request's
+	// field is its req.Host, checked with the rest.
+	fieldMismatch := hostField != nil && !originForm(head) && !authorityMatches(string(hostField), s.a.Host, s.a.Port)
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		err = readerError(err, errRequestUnread)
@@ -310,6 +311,13 @@ func originTarget(target string) string {
 		return "/" + rest[j:]
 	}
 	return rest[j:]
+}
+
+// originForm reports whether a checked head's request-target is in origin
+// form ("/p?q").
+func originForm(head []byte) bool {
+	i := bytes.IndexByte(head, ' ')
+	return i >= 0 && i+1 < len(head) && head[i+1] == '/'
 }
 
 // peekHead waits for a complete request head in br and returns it, not
