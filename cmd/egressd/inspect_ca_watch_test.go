@@ -4,11 +4,15 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
+	pemlib "encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,4 +97,119 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return d.GetCounter().GetValue()
+}
+
+// TestWatchInspectCASwaps: the ways a mounted Secret changes under the
+// watcher. Kubernetes swaps a ..data symlink to a new directory (the
+// files are links through it): the new pair loads. A key of another type
+// beside the certificate and a certificate cut short (a write caught
+// half-way) are refused, the CA in force stays, and the completed write
+// loads. No log line holds key material.
+func TestWatchInspectCASwaps(t *testing.T) {
+	dir := t.TempDir()
+	// The Secret volume's layout: tls.crt -> ..data/tls.crt, ..data -> ..v1.
+	for _, v := range []string{"..v1", "..v2"} {
+		if err := os.Mkdir(filepath.Join(dir, v), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := &runOptions{inspectCACert: filepath.Join(dir, "tls.crt"), inspectCAKey: filepath.Join(dir, "tls.key")}
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	newPEM := func(name string) (*testutil.PEMCA, *ecdsa.PrivateKey) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return testutil.NewPEMCA(t, name, key, nil), key
+	}
+	writeIn := func(v string, certPEM, keyPEM []byte) {
+		t.Helper()
+		for f, b := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+			if err := os.WriteFile(filepath.Join(dir, v, f), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	first, _ := newPEM("first CA")
+	writeIn("..v1", first.CertPEM, first.KeyPEM)
+	ca, err := certs.LoadCAFiles(o.inspectCACert, o.inspectCAKey, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves, err := inspect.NewLeaves(ca, inspect.LeafConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	m := metrics.New()
+	w := watchInspectCA(o, leaves, m, slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
+	w.Poll()
+	issuer := func() string {
+		t.Helper()
+		c, err := leaves.Get("api.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Leaf.Issuer.CommonName
+	}
+	var keys [][]byte
+	step := func(name, want string, change func()) {
+		t.Helper()
+		change()
+		w.Poll()
+		if got := issuer(); got != want {
+			t.Fatalf("%s: leaf issued by %q; want %q", name, got, want)
+		}
+	}
+
+	second, secondKey := newPEM("second CA")
+	keys = append(keys, first.KeyPEM, second.KeyPEM)
+	step("..data swapped to a new pair", "second CA", func() {
+		writeIn("..v2", second.CertPEM, second.KeyPEM)
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink("..v2", tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(rsaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaPEM := pemlib.EncodeToMemory(&pemlib.Block{Type: "PRIVATE KEY", Bytes: der})
+	keys = append(keys, rsaPEM)
+	step("a key of another type", "second CA", func() { writeIn("..v2", second.CertPEM, rsaPEM) })
+	third, _ := newPEM("third CA")
+	keys = append(keys, third.KeyPEM)
+	step("a certificate cut short", "second CA", func() { writeIn("..v2", third.CertPEM[:len(third.CertPEM)/2], third.KeyPEM) })
+	step("the write completed", "third CA", func() { writeIn("..v2", third.CertPEM, third.KeyPEM) })
+
+	if n := counterValue(t, m.ReloadErrors.WithLabelValues("inspect-ca")); n != 2 {
+		t.Errorf("reload errors %v; want 2", n)
+	}
+	secrets := []string{"PRIVATE KEY", fmt.Sprintf("%x", secondKey.D.Bytes())}
+	for _, k := range keys {
+		secrets = append(secrets, string(k[40:80]))
+	}
+	for _, s := range secrets {
+		if strings.Contains(logs.String(), s) {
+			t.Errorf("a log line holds key material %q:\n%s", s, logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "reload rejected") {
+		t.Errorf("no rejection logged:\n%s", logs.String())
+	}
 }
