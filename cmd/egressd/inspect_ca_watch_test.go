@@ -58,14 +58,7 @@ func TestWatchInspectCANotYetValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	issuer := func() string {
-		t.Helper()
-		c, err := leaves.Get("api.test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.Leaf.Issuer.CommonName
-	}
+	issuer := func() string { t.Helper(); return leafIssuer(t, leaves) }
 	m := metrics.New()
 	clock := t0
 	w := watchInspectCA(o, leaves, m, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return clock })
@@ -151,14 +144,7 @@ func TestWatchInspectCASwaps(t *testing.T) {
 	m := metrics.New()
 	w := watchInspectCA(o, leaves, m, slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
 	w.Poll()
-	issuer := func() string {
-		t.Helper()
-		c, err := leaves.Get("api.test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.Leaf.Issuer.CommonName
-	}
+	issuer := func() string { t.Helper(); return leafIssuer(t, leaves) }
 	var keys [][]byte
 	step := func(name, want string, change func()) {
 		t.Helper()
@@ -212,4 +198,15 @@ func TestWatchInspectCASwaps(t *testing.T) {
 	if !strings.Contains(logs.String(), "reload rejected") {
 		t.Errorf("no rejection logged:\n%s", logs.String())
 	}
+}
+
+// leafIssuer is the common name of the issuer of the leaf leaves give
+// now.
+func leafIssuer(t *testing.T, leaves *inspect.Leaves) string {
+	t.Helper()
+	c, err := leaves.Get("api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Leaf.Issuer.CommonName
 }
