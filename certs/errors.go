@@ -18,6 +18,10 @@ var (
 	ErrNotCA error = badCA("certs: the certificate is not a CA")
 	// ErrCAExpired: the CA is outside its validity period.
 	ErrCAExpired error = badCA("certs: the CA is not valid now")
+	// ErrCANotYetValid: the CA's validity starts later (a renewed CA
+	// whose NotBefore is ahead of this clock). It matches ErrCAExpired
+	// and ErrBadCA too.
+	ErrCANotYetValid error = notYetValid("certs: the CA is not valid yet")
 	// ErrBadPEM: a PEM input holds no usable block.
 	ErrBadPEM error = badCA("certs: bad PEM")
 )
@@ -28,3 +32,11 @@ type badCA string
 
 func (e badCA) Error() string        { return string(e) }
 func (e badCA) Is(target error) bool { return target == ErrBadCA }
+
+// notYetValid is ErrCANotYetValid's type: one case of ErrCAExpired.
+type notYetValid string
+
+func (e notYetValid) Error() string { return string(e) }
+func (e notYetValid) Is(target error) bool {
+	return target == ErrBadCA || target == ErrCAExpired
+}

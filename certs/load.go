@@ -40,7 +40,8 @@ func LoadCAFiles(certFile, keyFile string, now time.Time) (*CA, error) {
 // (ErrCAKeyMismatch), a certificate without the CA:TRUE basic constraint
 // or, when it has a key usage at all, without keyCertSign (ErrNotCA; RFC
 // 5280 §4.2.1.3: no key usage extension means no restriction), one not
-// valid at now (ErrCAExpired) and PEM without such blocks (ErrBadPEM).
+// valid at now (ErrCAExpired; ErrCANotYetValid before its NotBefore) and
+// PEM without such blocks (ErrBadPEM).
 // Every refusal also matches ErrBadCA. Errors name the subject and the
 // block type, never key material.
 func LoadCA(certPEM, keyPEM []byte, now time.Time) (*CA, error) {
@@ -64,7 +65,10 @@ func LoadCA(certPEM, keyPEM []byte, now time.Time) (*CA, error) {
 		return nil, refuse(ErrNotCA, cert.Subject.String()+" has no CA:TRUE basic constraint")
 	case cert.KeyUsage != 0 && cert.KeyUsage&x509.KeyUsageCertSign == 0:
 		return nil, refuse(ErrNotCA, cert.Subject.String()+" lacks the keyCertSign key usage")
-	case now.Before(cert.NotBefore) || now.After(cert.NotAfter):
+	case now.Before(cert.NotBefore):
+		return nil, refuse(ErrCANotYetValid, fmt.Sprintf("%s is valid from %s to %s", cert.Subject,
+			cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339)))
+	case now.After(cert.NotAfter):
 		return nil, refuse(ErrCAExpired, fmt.Sprintf("%s is valid from %s to %s", cert.Subject,
 			cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339)))
 	}

@@ -62,6 +62,7 @@ func TestLoadCA(t *testing.T) {
 		{"no keyCertSign", noSign.CertPEM, noSign.KeyPEM, ErrNotCA, "keyCertSign"},
 		{"expired", expired.CertPEM, expired.KeyPEM, ErrCAExpired, "valid from"},
 		{"not yet valid", future.CertPEM, future.KeyPEM, ErrCAExpired, "valid from"},
+		{"not yet valid, its own reason", future.CertPEM, future.KeyPEM, ErrCANotYetValid, "not valid yet"},
 		{"no certificate", good.KeyPEM, good.KeyPEM, ErrBadPEM, "no CERTIFICATE"},
 		{"junk certificate", []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), good.KeyPEM, ErrBadPEM, "does not parse"},
 		{"no key", good.CertPEM, good.CertPEM, ErrBadPEM, "no PRIVATE KEY"},

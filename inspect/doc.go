@@ -10,7 +10,8 @@
 // It owns no policy and no dialling: the proxy decides the tunnel, dials
 // the guard-checked address and hands both connections over; the engine
 // never resolves or dials a name. It imports no other package of this
-// module but certs, logs nothing and keeps no global state.
+// module but certs and internal/http1 (the head rules), logs nothing and
+// keeps no global state.
 //
 // Request flow of one inspected tunnel (Engine.Serve):
 //
@@ -23,7 +24,9 @@
 //	  Args.Established (for the tunnel's interim records)
 //	→ per request: the proxy's limits (limits.go: head or header list
 //	  size 431, head time 408, HTTP/2 concurrent streams), strict head
-//	  (HTTP/1.1), Host/:authority is the tunnel host, Decide → 403 with
+//	  (HTTP/1.1), no CONNECT or Upgrade (refuse.go: 501 bad-request,
+//	  before any decision), Host/:authority is the tunnel host (an
+//	  absolute-form request's Host field too), Decide → 403 with
 //	  X-Egressd-Reason, or forwarded (response header time 504, a silent
 //	  response cut at the idle timeout); Args.Requests counted; Record
 //	  (method, status, proto, bytes, redirect host; never bodies,

@@ -94,20 +94,34 @@ func (s *session) oneH1(br *bufio.Reader) (bool, error) {
 		if errors.Is(err, io.EOF) || len(head) == 0 && isClosed(err) {
 			return false, nil
 		}
-		s.refuse(cw, headStatus(err), "bad-request", "HTTP/1.1", err)
+		s.refuse(cw, headStatus(err), "", err)
 		return false, err
 	}
 	start := time.Now()
 	// The plain-HTTP path's head rules (internal/http1), then net/http's
 	// reader, which agrees on every head they pass (http1's FuzzCheckHead).
-	if err := http1.CheckHead(head); err != nil {
-		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
+	hostField, err := http1.CheckHead(head)
+	if err != nil {
+		s.refuse(cw, http.StatusBadRequest, "", err)
 		return false, err
 	}
+	// net/http drops the Host field of an absolute-form request (its
+	// target names the host): held to the tunnel's host here, before the
+	// reader consumes the head it points into. An origin-form request's
+	// field is its req.Host, checked with the rest.
+	fieldMismatch := hostField != nil && !originForm(head) && !authorityMatches(string(hostField), s.a.Host, s.a.Port)
 	req, err := http.ReadRequest(br)
 	if err != nil {
-		s.refuse(cw, http.StatusBadRequest, "bad-request", "HTTP/1.1", err)
+		err = readerError(err, errRequestUnread)
+		s.refuse(cw, http.StatusBadRequest, "", err)
 		return false, err
+	}
+	if notRelayed(req) {
+		// Refused before any decision, in every mode: relayed, an
+		// upgrade or a CONNECT would turn the tunnel into a pipe that no
+		// per-request decision sees.
+		s.refuse(cw, http.StatusNotImplemented, req.Method, errNotRelayed)
+		return false, nil
 	}
 	// The idle timeout is for the wait between requests; a body may take
 	// as long as it takes (ctx still ends the tunnel).
@@ -116,15 +130,15 @@ func (s *session) oneH1(br *bufio.Reader) (bool, error) {
 	}
 	ubr := getReader(&s.e.pools.readers, s.upstream)
 	defer putReader(&s.e.pools.readers, ubr)
-	keep, err := s.exchangeH1(req, start, cw, ubr)
+	keep, err := s.exchangeH1(req, fieldMismatch, start, cw, ubr)
 	// Bytes the origin sent past its response belong to no request.
 	return keep && ubr.Buffered() == 0, err
 }
 
 // exchangeH1 handles one request; keep says the connection may carry
 // another.
-func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Writer, ubr *bufio.Reader) (bool, error) {
-	x, body := s.begin(req, start, "HTTP/1.1")
+func (s *session) exchangeH1(req *http.Request, fieldMismatch bool, start time.Time, cw *bufio.Writer, ubr *bufio.Reader) (bool, error) {
+	x, body := s.begin(req, fieldMismatch, start, "HTTP/1.1")
 	defer s.end(x, body)
 	if !x.Verdict.Allow {
 		x.Status = http.StatusForbidden
@@ -138,13 +152,6 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 		keep := n <= maxDiscard && !req.Close
 		writeRefusal(cw, x.Status, x.Verdict.Reason, s.a.Host, !keep)
 		return keep, cw.Flush()
-	}
-	if req.Header.Get("Upgrade") != "" {
-		// Upgrades (WebSocket) would leave HTTP, and with it the
-		// per-request decisions: not relayed in this version.
-		x.Status, x.Error = http.StatusNotImplemented, "upgrade not relayed"
-		writeRefusal(cw, x.Status, "upgrade-not-inspected", s.a.Host, true)
-		return false, cw.Flush()
 	}
 	out := outgoing(req.Context(), req, s.a.Host)
 	if req.Header.Get("Expect") != "" {
@@ -177,7 +184,7 @@ func (s *session) exchangeH1(req *http.Request, start time.Time, cw *bufio.Write
 	if err == nil {
 		err = s.upstream.SetReadDeadline(time.Time{})
 	} else {
-		err = responseTimedOut(err)
+		err = responseTimedOut(readerError(err, errResponseUnread))
 	}
 	if err != nil {
 		return s.upstreamFailed(x, cw, err)
@@ -211,7 +218,14 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			// No Upgrade is relayed (notRelayed), so a 101 answers
+			// nothing the client asked, and what follows it is no
+			// longer HTTP: never relayed as a pipe.
+			resp.Body.Close()
+			return nil, errUnaskedSwitch
+		}
+		if resp.StatusCode >= 200 {
 			return resp, nil
 		}
 		resp.Body.Close()
@@ -225,20 +239,23 @@ func (s *session) upstreamFailed(x *Exchange, cw *bufio.Writer, err error) (bool
 	return false, fmt.Errorf("inspect: upstream %s: %w", s.a.Host, err)
 }
 
-// refuse answers a request egressd could not read and records it.
-func (s *session) refuse(cw *bufio.Writer, status int, reason, proto string, err error) {
+// refuse answers bad-request to a request egressd does not decide (one it
+// could not read, or notRelayed: method is "" when it was not read),
+// records it and closes the tunnel.
+func (s *session) refuse(cw *bufio.Writer, status int, method string, err error) {
 	s.countRequest()
-	writeRefusal(cw, status, reason, s.a.Host, true)
+	writeRefusal(cw, status, reasonBadRequest, s.a.Host, true)
 	cw.Flush()
-	s.record(Exchange{Start: time.Now(), Proto: proto, Status: status,
-		Verdict: Verdict{Reason: reason}, Error: err.Error()})
+	s.record(Exchange{Start: time.Now(), Method: method, Proto: "HTTP/1.1", Status: status,
+		Verdict: Verdict{Reason: reasonBadRequest}, Error: err.Error()})
 }
 
 // begin counts, checks and decides one request: the Exchange to fill
 // and the request's body, counted. end records it.
-func (s *session) begin(req *http.Request, start time.Time, proto string) (*Exchange, *countReader) {
+func (s *session) begin(req *http.Request, fieldMismatch bool, start time.Time, proto string) (*Exchange, *countReader) {
 	s.countRequest()
 	r := s.request(req, proto)
+	r.HostMismatch = r.HostMismatch || fieldMismatch
 	x := &Exchange{Start: start, Method: req.Method, Proto: proto}
 	if s.e.cfg.RecordPath {
 		x.Path = recordPath(r.Target)
@@ -262,7 +279,8 @@ func (s *session) record(x Exchange) {
 }
 
 // request builds the Request Decide sees: target in origin form, every
-// Host field and the authority checked against the tunnel's host.
+// Host field net/http kept (HTTP/2's beside :authority) and the authority
+// checked against the tunnel's host.
 func (s *session) request(req *http.Request, proto string) Request {
 	r := Request{Method: req.Method, Target: originTarget(req.RequestURI), Authority: req.Host, Proto: proto}
 	r.HostMismatch = !authorityMatches(req.Host, s.a.Host, s.a.Port)
@@ -293,6 +311,13 @@ func originTarget(target string) string {
 		return "/" + rest[j:]
 	}
 	return rest[j:]
+}
+
+// originForm reports whether a checked head's request-target is in origin
+// form ("/p?q").
+func originForm(head []byte) bool {
+	i := bytes.IndexByte(head, ' ')
+	return i >= 0 && i+1 < len(head) && head[i+1] == '/'
 }
 
 // peekHead waits for a complete request head in br and returns it, not

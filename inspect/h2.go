@@ -33,11 +33,15 @@ func (s *session) serveH2(ctx context.Context) error {
 
 func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2.ClientConn) {
 	if n := headerListSize(req); n > s.e.cfg.MaxHeadBytes {
-		s.refuseH2(w, req, http.StatusRequestHeaderFieldsTooLarge, "bad-request",
+		s.refuseH2(w, req, http.StatusRequestHeaderFieldsTooLarge, reasonBadRequest,
 			fmt.Errorf("%w: %d bytes, over %d", errHeaderListTooLarge, n, s.e.cfg.MaxHeadBytes))
 		return
 	}
-	x, body := s.begin(req, time.Now(), "HTTP/2.0")
+	if notRelayed(req) {
+		s.refuseH2(w, req, http.StatusNotImplemented, reasonBadRequest, errNotRelayed)
+		return
+	}
+	x, body := s.begin(req, false, time.Now(), "HTTP/2.0")
 	defer s.end(x, body)
 	if !x.Verdict.Allow {
 		x.Status = http.StatusForbidden

@@ -30,7 +30,8 @@ var (
 // differently: a path that does not start with "/", an invalid escape, an
 // encoded "/" (%2F) or "\" (%5C), a NUL (raw or %00), a raw "\", control
 // bytes, spaces and "#", an empty segment ("//"; a final "/" is a trailing
-// slash and kept), and "." or ".." segments, raw or encoded ("%2e%2e").
+// slash and kept), and "." or ".." segments, raw or encoded ("%2e%2e"),
+// with or without ";" parameters ("..;x").
 // Bytes of 0x80 and above (UTF-8, raw or encoded) are kept as they are.
 // A path without escapes is returned without allocating.
 func CleanPath(target string) (string, error) {
@@ -67,12 +68,24 @@ func CleanPath(target string) (string, error) {
 			return "", fmt.Errorf("%w: %s: empty segment (//)", ErrUncleanPath, quote(target))
 		case seg == "." || seg == "..":
 			return "", fmt.Errorf("%w: %s: %q segment", ErrUncleanPath, quote(target), seg)
+		case isDotParam(seg):
+			// "..;x" (raw or "%2e%2e%3b"): servlet containers (Tomcat,
+			// Jetty) drop a segment's ";" parameters before resolving
+			// dot segments, so "/v1/models/..;/files" reaches /v1/files.
+			return "", fmt.Errorf("%w: %s: %q segment (a dot segment with a parameter)", ErrUncleanPath, quote(target), seg)
 		}
 		if !more {
 			return p, nil
 		}
 		rest = tail
 	}
+}
+
+// isDotParam reports whether seg is "." or ".." followed by ";"
+// parameters.
+func isDotParam(seg string) bool {
+	dots, _, ok := strings.Cut(seg, ";")
+	return ok && (dots == "." || dots == "..")
 }
 
 // unescapePath decodes every %XX of p once, refusing an invalid escape

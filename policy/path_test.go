@@ -21,6 +21,8 @@ func TestCleanPathAccept(t *testing.T) {
 		{"upper hex", "/%41", "/A"},
 		{"lower hex", "/%6d", "/m"},
 		{"dots inside segment", "/a.b/..c/c..", "/a.b/..c/c.."},
+		{"parameter on a name", "/a;v=1/b", "/a;v=1/b"},
+		{"dots then a parameter-like name", "/...;x/b", "/...;x/b"},
 		{"triple dot", "/.../x", "/.../x"},
 		{"unicode raw", "/ü/x", "/ü/x"},
 		{"unicode escaped", "/%C3%BC/x", "/ü/x"},
@@ -56,6 +58,11 @@ func TestCleanPathReject(t *testing.T) {
 		{"dotdot last", "/a/..", `".." segment`},
 		{"encoded dotdot", "/a/%2e%2e/b", `".." segment`},
 		{"encoded dot upper", "/a/%2E/b", `"." segment`},
+		{"dotdot with a parameter", "/v1/models/..;/files", "dot segment with a parameter"},
+		{"dotdot with a named parameter", "/v1/models/..;jsessionid=x/files", "dot segment with a parameter"},
+		{"dot with a parameter", "/a/.;/b", "dot segment with a parameter"},
+		{"encoded dotdot with a parameter", "/a/%2e%2e%3b/b", "dot segment with a parameter"},
+		{"dotdot parameter last", "/a/..;", "dot segment with a parameter"},
 		{"encoded slash lower", "/a%2fb", "encoded '/'"},
 		{"encoded slash upper", "/a%2Fb", "encoded '/'"},
 		{"encoded backslash", "/a%5cb", `encoded '\\'`},
@@ -178,7 +185,7 @@ func FuzzCleanPath(f *testing.F) {
 			t.Fatalf("CleanPath(%q) = %q", in, p)
 		}
 		for _, seg := range strings.Split(p, "/") {
-			if seg == "." || seg == ".." {
+			if dots, _, _ := strings.Cut(seg, ";"); dots == "." || dots == ".." {
 				t.Fatalf("CleanPath(%q) = %q has a dot segment", in, p)
 			}
 		}

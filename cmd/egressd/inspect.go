@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -52,24 +53,39 @@ func inspectEngine(o *runOptions, pcfg proxy.Config, m *metrics.Metrics) (*inspe
 // changes (cert-manager renewing the CA, a Secret updated): a pair that
 // loads signs every leaf from then on; one that does not (a half-written
 // pair, an expired or mismatched key) keeps the CA in force and is logged
-// and counted, as a bad policy is (source "inspect-ca").
-func watchInspectCA(o *runOptions, leaves *inspect.Leaves, m *metrics.Metrics, log *slog.Logger) *watch.Watcher {
-	return &watch.Watcher{Paths: []string{o.inspectCACert, o.inspectCAKey}, Interval: o.reloadEvery,
-		OnChange: func(_ []watch.File, err error) {
-			var ca *certs.CA
-			if err == nil {
-				ca, err = certs.LoadCAFiles(o.inspectCACert, o.inspectCAKey, time.Now())
+// and counted, as a bad policy is (source "inspect-ca"). A pair refused
+// only because its validity has not begun (a renewed CA whose NotBefore
+// is ahead of this clock) is tried again at every poll until it loads or
+// changes, logged and counted once: unchanged files are otherwise never
+// read again, and the old CA would serve until it expires. now is the
+// clock.
+func watchInspectCA(o *runOptions, leaves *inspect.Leaves, m *metrics.Metrics, log *slog.Logger, now func() time.Time) *watch.Watcher {
+	w := &watch.Watcher{Paths: []string{o.inspectCACert, o.inspectCAKey}, Interval: o.reloadEvery}
+	retrying := false
+	w.OnChange = func(_ []watch.File, err error) {
+		retry := retrying
+		retrying = false
+		var ca *certs.CA
+		if err == nil {
+			ca, err = certs.LoadCAFiles(o.inspectCACert, o.inspectCAKey, now())
+		}
+		if err != nil {
+			if errors.Is(err, certs.ErrCANotYetValid) {
+				retrying = true
+				w.Retry()
 			}
-			if err != nil {
+			if !retry {
 				m.ReloadErrors.WithLabelValues("inspect-ca").Inc()
 				log.Error("inspection CA reload rejected; the CA in force stays", "error", err.Error())
-				return
 			}
-			leaves.SetCA(ca)
-			m.Reloads.WithLabelValues("inspect-ca").Inc()
-			log.Info("inspection CA loaded", "subject", ca.Certificate().Subject.String(),
-				"not_after", ca.Certificate().NotAfter.UTC().Format(time.RFC3339))
-		}}
+			return
+		}
+		leaves.SetCA(ca)
+		m.Reloads.WithLabelValues("inspect-ca").Inc()
+		log.Info("inspection CA loaded", "subject", ca.Certificate().Subject.String(),
+			"not_after", ca.Certificate().NotAfter.UTC().Format(time.RFC3339))
+	}
+	return w
 }
 
 // leafCounters are egressd_inspect_leaves_total's children, looked up

@@ -189,7 +189,7 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 		return err
 	}
 	if leaves != nil {
-		cw := watchInspectCA(o, leaves, m, log)
+		cw := watchInspectCA(o, leaves, m, log, time.Now)
 		cw.Poll() // the pair just loaded: the baseline
 		g.Go(func() error { cw.Run(runCtx); return nil })
 	}

@@ -81,7 +81,7 @@ func FuzzCheckHead(f *testing.F) {
 		if i := strings.Index(head, "\r\n\r\n"); i+4 != len(head) {
 			head = head[:i+4] // one head, as inspect's peek cuts it
 		}
-		err := CheckHead([]byte(head))
+		host, err := CheckHead([]byte(head))
 		h, he := ReadHead(bufio.NewReaderSize(strings.NewReader(head), 64), 1<<20, "")
 		if (err == nil) != (he == nil) && !strings.HasPrefix(head, "\r\n") {
 			// ReadHead skips empty lines before a request line; inspect's
@@ -103,6 +103,9 @@ func FuzzCheckHead(f *testing.F) {
 		}
 		if h == nil {
 			return
+		}
+		if string(host) != h.Host {
+			t.Fatalf("CheckHead Host %q, ReadHead %q: %q", host, h.Host, head)
 		}
 		if chunked := len(req.TransferEncoding) > 0; chunked != h.Chunked || !h.Chunked && req.ContentLength != max(h.ContentLength, 0) {
 			t.Fatalf("net/http framing chunked %v length %d, rules %v %d: %q", chunked, req.ContentLength, h.Chunked, h.ContentLength, head)

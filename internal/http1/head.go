@@ -38,6 +38,8 @@ type Head struct {
 	Expect        bool   // Expect: 100-continue
 	Upgrade       bool   // an Upgrade field is present
 	Captured      string // the first value of the capture field; see ReadHead
+
+	hostField []byte // the Host field's value, a slice of the parsed buffer (CheckHead)
 }
 
 // HeadError is a request head that was refused or did not complete: the
@@ -119,13 +121,16 @@ func ReadHead(br *bufio.Reader, max int, capture string) (*Head, *HeadError) {
 
 // CheckHead applies ReadHead's rules to a complete head (request line to
 // the empty line, included) without building a Head: for a reader that
-// parses the head itself afterwards (inspect hands it to net/http).
-func CheckHead(head []byte) error {
+// parses the head itself afterwards (inspect hands it to net/http). host
+// is the Host field's value as sent (nil without one), a slice of head:
+// net/http drops the field of an absolute-form request (RFC 9112 §3.2.2),
+// and a caller that must hold it to the target's host needs it.
+func CheckHead(head []byte) (host []byte, err error) {
 	var h Head
 	if he := parseHead(head, "", &h, false); he != nil {
-		return he
+		return nil, he
 	}
-	return nil
+	return h.hostField, nil
 }
 
 func isTimeout(err error) bool {

@@ -83,6 +83,7 @@ func parseHead(buf []byte, capture string, h *Head, build bool) *HeadError {
 			if !httpguts.ValidHostHeader(string(value)) {
 				return bad(http.StatusBadRequest, "Host")
 			}
+			h.hostField = value
 			if build {
 				h.Host = string(value)
 			}
