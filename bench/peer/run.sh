@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # egressd side by side with squid and smokescreen on the shared peer
-# benchmark (PEER_BENCH, default ../shared/peer-bench beside the checkout).
+# benchmark (PEER_BENCH: its directory, required).
 # egressd resolves through DNS, not /etc/hosts: a dnsmasq on 127.0.0.1:15399
 # serves the harness's /etc/hosts entry (up.bench.test) as the upstream,
 # with a 60 s TTL as a real answer would have (squid and smokescreen read
 # /etc/hosts and do no DNS at all).
-# Usage: bench/peer/run.sh [QUICK=1 ONLY=... as for the harness]
+# Usage: PEER_BENCH=DIR bench/peer/run.sh [QUICK=1 ONLY=... as for the harness]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-peer=${PEER_BENCH:-$repo/../shared/peer-bench}
+peer=${PEER_BENCH:?set PEER_BENCH to the peer benchmark directory}
 command -v dnsmasq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base; }
 grep -qE '^127\.0\.0\.1[[:space:]].*\bup\.bench\.test\b' /etc/hosts || echo '127.0.0.1 up.bench.test' >> /etc/hosts
 (cd "$repo" && make -s build)
