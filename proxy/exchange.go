@@ -249,7 +249,7 @@ func (ex *exchange) finish(err error) {
 	}
 	r.DurationMS = float64(time.Since(ex.start).Microseconds()) / 1000
 	mc := ex.p.mc
-	mc.requests.Get(requestLabels{r.Kind, r.Verdict, r.Reason, r.Probe != ""}).Inc()
+	mc.countRequest(r)
 	if r.BytesSent > 0 {
 		mc.sent.Add(float64(r.BytesSent))
 	}

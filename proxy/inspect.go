@@ -142,7 +142,7 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 	if x.Error != "" {
 		r.Error = audit.RedactText(x.Error)
 	}
-	t.p.mc.requests.Get(requestLabels{r.Kind, r.Verdict, r.Reason, r.Probe != ""}).Inc()
+	t.p.mc.countRequest(&r)
 	t.p.cfg.Audit.Write(&r)
 }
 

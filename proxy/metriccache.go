@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/egressd/egressd/internal/metrics"
+	"github.com/egressd/egressd/record"
 )
 
 // metricChildren holds the label children that every request or tunnel
@@ -40,4 +41,11 @@ func newMetricChildren(m *metrics.Metrics) *metricChildren {
 			return m.Requests.WithLabelValues(k.kind, k.verdict, k.reason, strconv.FormatBool(k.probe))
 		}),
 	}
+}
+
+// countRequest counts r, about to be written, in egressd_requests_total:
+// a record of egressd probe (r.Probe) with probe="true". Every request,
+// tunnel and inspected exchange is counted here.
+func (mc *metricChildren) countRequest(r *record.Record) {
+	mc.requests.Get(requestLabels{r.Kind, r.Verdict, r.Reason, r.Probe != ""}).Inc()
 }
