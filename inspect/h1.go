@@ -351,13 +351,7 @@ func isClosed(err error) bool {
 
 // writeRefusal writes egressd's own response inside the tunnel.
 func writeRefusal(w io.Writer, status int, reason, host string, close bool) {
-	body := fmt.Sprintf("egressd: %s for %s inside an inspected tunnel: %s\n", http.StatusText(status), host, reason)
-	c := ""
-	if close {
-		c = "Connection: close\r\n"
-	}
-	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nX-Egressd-Reason: %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n%s\r\n%s",
-		status, http.StatusText(status), reason, len(body), c, body)
+	_, _ = w.Write(http1.AppendRefusal(nil, status, reason, refusalBody(status, reason, host), close))
 }
 
 // countReader counts the bytes read through it. The count is atomic: an

@@ -59,8 +59,7 @@ func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2
 	}
 	if err != nil {
 		x.Status, x.Error = upstreamStatus(err), err.Error()
-		w.Header().Set("X-Egressd-Reason", "upstream-error")
-		w.WriteHeader(x.Status)
+		writeRefusalH2(w, x.Status, "upstream-error", s.a.Host)
 		return
 	}
 	defer resp.Body.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -92,10 +93,15 @@ func (s *session) refuseH2(w http.ResponseWriter, req *http.Request, status int,
 
 // writeRefusalH2 writes egressd's own response to one HTTP/2 stream.
 func writeRefusalH2(w http.ResponseWriter, status int, reason, host string) {
-	w.Header().Set("X-Egressd-Reason", reason)
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	http1.SetRefusalHeader(w.Header(), reason)
 	w.WriteHeader(status)
-	fmt.Fprintf(w, "egressd: %s for %s inside an inspected tunnel: %s\n", http.StatusText(status), host, reason)
+	_, _ = io.WriteString(w, refusalBody(status, reason, host))
+}
+
+// refusalBody is the one-line body of egressd's own response inside the
+// tunnel, on either protocol.
+func refusalBody(status int, reason, host string) string {
+	return "egressd: " + http.StatusText(status) + " for " + host + " inside an inspected tunnel: " + reason + "\n"
 }
 
 // countH2Error is x/net/http2's Server.CountError: a stream it resets for

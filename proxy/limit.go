@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
@@ -14,11 +15,8 @@ import (
 // tooManyConns is the answer to an HTTP client over its limit (RFC 6585
 // §4); the connection is closed after it.
 var tooManyConns = func() []byte {
-	body := "egressd: denied: " + string(policy.ReasonRateLimited) + "\n"
-	return []byte("HTTP/1.1 429 Too Many Requests\r\n" +
-		"X-Egressd-Reason: " + string(policy.ReasonRateLimited) + "\r\n" +
-		"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n" +
-		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+	reason := string(policy.ReasonRateLimited)
+	return http1.AppendRefusal(nil, http.StatusTooManyRequests, reason, "egressd: denied: "+reason+"\n", true)
 }()
 
 // refuseOverLimit answers (when answer: the HTTP listeners) and closes a

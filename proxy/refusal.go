@@ -55,10 +55,7 @@ func (r *refusal) Unwrap() error { return r.err }
 func writeRefusal(w http.ResponseWriter, ex *exchange, rf *refusal) {
 	body := refusalBody(ex, rf)
 	h := w.Header()
-	h.Set("X-Egressd-Reason", rf.reason)
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
+	http1.SetRefusalHeader(h, rf.reason)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(rf.status)
 	_, _ = io.WriteString(w, body)
@@ -77,14 +74,7 @@ func refusalBody(ex *exchange, rf *refusal) string {
 // appendRefusal appends a whole refusal response (for connections that
 // close after it: CONNECT, refused heads, connections over the limit).
 func appendRefusal(b []byte, ex *exchange, rf *refusal) []byte {
-	body := refusalBody(ex, rf)
-	b = http1.AppendStatusLine(b, rf.status)
-	b = append(b, "X-Egressd-Reason: "...)
-	b = append(b, rf.reason...)
-	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: "...)
-	b = strconv.AppendInt(b, int64(len(body)), 10)
-	b = append(b, "\r\n\r\n"...)
-	b = append(b, body...)
+	b = http1.AppendRefusal(b, rf.status, rf.reason, refusalBody(ex, rf), true)
 	ex.setStatus(rf.status)
 	return b
 }
