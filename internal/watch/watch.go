@@ -136,13 +136,13 @@ func (w *Watcher) Poll() bool {
 	return true
 }
 
-// Run polls until ctx ends.
 // Retry makes the next Poll call OnChange even when nothing changed: for
 // files OnChange refused that become good without changing (a CA whose
 // validity has not begun). Call it from OnChange or from Poll's
 // goroutine.
 func (w *Watcher) Retry() { w.seen = false }
 
+// Run polls until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
 	iv := w.Interval
 	if iv <= 0 {
