@@ -21,7 +21,8 @@ import (
 // every pod of the namespace, as in NetworkPolicy); serviceAccountNames;
 // spec.mode audit, enforce or empty; at least one egress rule; per rule
 // at least one host pattern (ParsePattern) or, for an address rule, cidrs
-// alone; phase init or empty; ech allow or empty; at least one port in 1–65535, and cidrs in masked prefix
+// alone; a rule's name, when set, a DNS-1123 label unique within the
+// policy; phase init or empty; ech allow or empty; at least one port in 1–65535, and cidrs in masked prefix
 // form ("10.40.0.0/16", not "10.40.0.1/16"), IPv4 written as IPv4.
 func Validate(doc Document) error { return ValidateWith(doc, ValidateOptions{}) }
 
@@ -54,8 +55,16 @@ func ValidateWith(doc Document, opts ValidateOptions) error {
 	if len(p.Spec.Egress) == 0 {
 		v.add("spec.egress", "", errors.New("at least one rule is required (a policy without rules allows nothing)"))
 	}
+	names := make(map[string]int, len(p.Spec.Egress))
 	for i := range p.Spec.Egress {
-		v.rule(fmt.Sprintf("spec.egress[%d]", i), &p.Spec.Egress[i])
+		field := fmt.Sprintf("spec.egress[%d]", i)
+		v.rule(field, &p.Spec.Egress[i])
+		if n := p.Spec.Egress[i].Name; n != "" {
+			if j, dup := names[n]; dup {
+				v.add(field+".name", n, fmt.Errorf("spec.egress[%d] has this name already: a rule name is unique within its policy", j))
+			}
+			names[n] = i
+		}
 	}
 	return v.err()
 }
@@ -83,6 +92,9 @@ func (v *validator) dns(field, value string, check func(string) []string) {
 }
 
 func (v *validator) rule(field string, r *EgressRule) {
+	if r.Name != "" {
+		v.dns(field+".name", r.Name, validation.IsDNS1123Label)
+	}
 	if len(r.Hosts) == 0 && len(r.CIDRs) == 0 {
 		v.add(field+".hosts", "", errors.New("at least one host pattern is required (or cidrs alone: an address rule)"))
 	}

@@ -173,7 +173,7 @@ func startAgreeRun(t *testing.T, mode policy.Mode, polFile, podsFile string, ans
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := compilePolicies(files, policy.ValidateOptions{})
+	snap, err := loadPolicies(files, policy.ValidateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,7 @@ func loadExplainInput(ctx context.Context, o *explainOptions) (*explainInput, er
 	if err != nil {
 		return nil, err
 	}
-	snap, err := compilePolicies(files, explainValidate)
+	snap, err := loadPolicies(files, explainValidate)
 	if err != nil {
 		return nil, err
 	}
