@@ -85,4 +85,9 @@ type EgressPolicyStatus struct {
 type Document struct {
 	Origin string
 	Policy EgressPolicy
+
+	// file, prefix and pos place a field of a document Parse read:
+	// where(field) is file:line:column of pos[prefix+field].
+	file, prefix string
+	pos          positions
 }

@@ -31,7 +31,7 @@ func Validate(doc Document) error { return ValidateWith(doc, ValidateOptions{}) 
 // are checked too: they need inspect: true; methods are upper case;
 // paths are clean absolute paths with an optional final "/*" or "/**".
 func ValidateWith(doc Document, opts ValidateOptions) error {
-	v := validator{origin: doc.Origin, opts: opts}
+	v := validator{doc: &doc, opts: opts}
 	p := &doc.Policy
 	if p.APIVersion != "" && p.APIVersion != APIVersion {
 		v.add("apiVersion", p.APIVersion, fmt.Errorf("want %s", APIVersion))
@@ -70,13 +70,17 @@ func ValidateWith(doc Document, opts ValidateOptions) error {
 }
 
 type validator struct {
-	origin string
-	opts   ValidateOptions
-	errs   []error
+	doc  *Document
+	opts ValidateOptions
+	errs []error
 }
 
 func (v *validator) add(field, value string, err error) {
-	v.errs = append(v.errs, &FieldError{Origin: v.origin, Field: field, Value: value, Err: err})
+	fe := &FieldError{Origin: v.doc.Origin, Field: field, Value: value, Err: err}
+	if w := v.doc.where(field); w != v.doc.Origin {
+		fe.Where = w
+	}
+	v.errs = append(v.errs, fe)
 }
 
 func (v *validator) err() error { return errors.Join(v.errs...) }
