@@ -270,8 +270,8 @@ func (l *Logger) armCheckpoint() {
 }
 
 // Checkpoint writes a checkpoint record of the Evidence log after every
-// record written so far, when records were written since the last one
-// (always for evidence.TriggerExit). Without Evidence it does nothing.
+// record written so far; an interval checkpoint only when records were
+// written since the last one. Without Evidence it does nothing.
 // The audit file calls it (TriggerRotation) when it rotates, Reopen after
 // a reopen, and Close (TriggerExit) after the last record.
 func (l *Logger) Checkpoint(trigger string) error {
@@ -285,7 +285,7 @@ func (l *Logger) Checkpoint(trigger string) error {
 
 func (l *Logger) checkpointLocked(trigger string) error {
 	ev := l.cfg.Evidence
-	if trigger != evidence.TriggerExit && !ev.Pending() {
+	if trigger == evidence.TriggerInterval && !ev.Pending() {
 		return nil
 	}
 	// Signed under mu: its place in the stream is right after the last
