@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 )
@@ -20,3 +21,5 @@ func mustMarshal(t testing.TB, v any) []byte {
 	}
 	return b
 }
+
+func b64(h []byte) string { return base64.StdEncoding.EncodeToString(h) }
