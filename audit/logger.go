@@ -140,10 +140,8 @@ type Config struct {
 	// kept.
 	OnRecord func(r *record.Record)
 	// Evidence, when set (--audit-signing-key), makes every record a leaf
-	// of this process's verifiable log: Write seals each record (log, seq,
-	// prev) at the one point where its bytes are queued for every writer,
-	// so that the tree's order is the stream's, and checkpoint records are
-	// written every CheckpointInterval, at Checkpoint, and at Close.
+	// of this process's verifiable log (checkpoint.go); nil means plain
+	// records.
 	Evidence *evidence.Log
 	// CheckpointInterval is how often a checkpoint record is written when
 	// records were sealed since the last one (--audit-checkpoint-interval).
@@ -250,66 +248,6 @@ func New(cfg Config) *Logger {
 		l.armCheckpoint()
 	}
 	return l
-}
-
-// armCheckpoint starts the wait for the next interval checkpoint; mu is
-// not held.
-func (l *Logger) armCheckpoint() {
-	stop := l.cfg.AfterFunc(l.cfg.CheckpointInterval, func() {
-		_ = l.Checkpoint(evidence.TriggerInterval) // a failure is counted
-		l.mu.Lock()
-		closed := l.closed
-		l.mu.Unlock()
-		if !closed {
-			l.armCheckpoint()
-		}
-	})
-	l.mu.Lock()
-	l.stopCheckpoints = stop
-	l.mu.Unlock()
-}
-
-// Checkpoint writes a checkpoint record of the Evidence log after every
-// record written so far; an interval checkpoint only when records were
-// written since the last one. Without Evidence it does nothing.
-// The audit file calls it (TriggerRotation) when it rotates, Reopen after
-// a reopen, and Close (TriggerExit) after the last record.
-func (l *Logger) Checkpoint(trigger string) error {
-	if l.cfg.Evidence == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.checkpointLocked(trigger)
-}
-
-func (l *Logger) checkpointLocked(trigger string) error {
-	ev := l.cfg.Evidence
-	if trigger == evidence.TriggerInterval && !ev.Pending() {
-		return nil
-	}
-	// Signed under mu: its place in the stream is right after the last
-	// record it covers (an Ed25519 signature, once per checkpoint).
-	line, err := ev.Checkpoint(trigger)
-	if err != nil {
-		l.cfg.Metrics.AuditFailed.Inc()
-		return fmt.Errorf("audit: %w", err)
-	}
-	line = append(line, '\n')
-	if lost, _ := l.queueLocked(line, false); lost > 0 {
-		l.cfg.Metrics.AuditDropped.Add(float64(lost))
-	}
-	l.cfg.Metrics.AuditCheckpoints.Inc()
-	return nil
-}
-
-// Latest returns the latest signed checkpoint note of the Evidence log
-// (GET /audit/checkpoint), nil before the first or without Evidence.
-func (l *Logger) Latest() []byte {
-	if l.cfg.Evidence == nil {
-		return nil
-	}
-	return l.cfg.Evidence.Latest()
 }
 
 // Available reports whether a new request may be served: false while a file
