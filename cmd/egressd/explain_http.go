@@ -16,6 +16,9 @@ type explainHTTP struct {
 	// decided by its http entries; false: egressd does not see it.
 	Inspected bool   `json:"inspected"`
 	Note      string `json:"note,omitempty"`
+	// Credential is the credential egressd would add to the request
+	// (name and header, never its value); nil if none.
+	Credential *policy.Credential `json:"credential,omitempty"`
 }
 
 // checkRequest checks --path and --method: a request inside a tunnel.
@@ -49,6 +52,7 @@ func (r *explainReport) decideRequest(o *explainOptions, snap *policy.Snapshot) 
 		return
 	}
 	r.final = snap.DecideRequest(r.final, o.method, o.path)
+	r.HTTP.Credential = r.final.AddsCredential()
 }
 
 // writeHTTP prints the request inside the tunnel.
@@ -62,4 +66,7 @@ func writeHTTP(p *explainWriter, r *explainReport) {
 		return
 	}
 	p.line("http", "%s %s: inspected, decided by the rule's http entries", h.Method, h.Path)
+	if c := h.Credential; c != nil {
+		p.line("credential", "egressd sets %s to credential %s (%q; the value is never shown)", c.Header, c.Name, c.Format)
+	}
 }

@@ -192,6 +192,9 @@ func ruleLine(r *explainReport, pe policy.PolicyExplanation, re policy.RuleExpla
 	if re.ECH {
 		b.WriteString("; ech: allow")
 	}
+	if c := re.Credential; c != nil {
+		fmt.Fprintf(&b, "; credential %s in %s", c.Name, c.Header)
+	}
 	b.WriteString(" → ")
 	switch {
 	case re.Decides:
