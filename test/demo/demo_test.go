@@ -68,6 +68,12 @@ func TestDemoScript(t *testing.T) {
 			want: []string{"downloaded 1048576 bytes", "models.demo.test  GET 302  allowed  redirect_host=eu1.blob.demo.test",
 				"eu1.blob.demo.test  GET 200  allowed", `"inspected":true`},
 		},
+		{
+			name:  "credentials: the call succeeds without a key in the pod, the record names it",
+			from:  "== 8. credentials",
+			want:  []string{`"content":"hello from the model"`, "status 200", `"reason":"allowed"`, `"credential":"openai"`},
+			never: []string{"DEMO-KEY"},
+		},
 	}
 	for i, p := range parts {
 		t.Run(p.name, func(t *testing.T) {
@@ -93,7 +99,7 @@ func TestDemoScript(t *testing.T) {
 			}
 		})
 	}
-	for _, never := range []string{"UNEXPECTED", "DEMO-SECRET", "sig="} {
+	for _, never := range []string{"UNEXPECTED", "DEMO-SECRET", "sig=", "DEMO-KEY"} {
 		if strings.Contains(out, never) {
 			t.Errorf("the output holds %q:\n%s", never, out)
 		}
