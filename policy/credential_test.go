@@ -64,20 +64,7 @@ func TestValidateCredential(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := credRule()
 			tt.edit(&r)
-			err := ValidateWith(doc("prod", "p", metav1.LabelSelector{}, nil, r), inspectOn)
-			if tt.field == "" {
-				if err != nil {
-					t.Fatalf("ValidateWith: %v", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("ValidateWith = %v; want a *FieldError wrapping ErrInvalid", err)
-			}
-			if fe.Field != tt.field || fe.Value != tt.value || !strings.Contains(err.Error(), tt.why) {
-				t.Fatalf("FieldError %+v (%v); want field %q value %q saying %q", fe, err, tt.field, tt.value, tt.why)
-			}
+			wantFieldError(t, ValidateWith(doc("prod", "p", metav1.LabelSelector{}, nil, r), inspectOn), tt.field, tt.value, tt.why)
 		})
 	}
 }
