@@ -87,11 +87,12 @@ type harness struct {
 	engine   *Engine
 	snap     *policy.Snapshot
 
-	mu        sync.Mutex
-	exchanges []Exchange
-	tunnels   []Tunnel
-	errs      []error
-	done      sync.WaitGroup
+	mu           sync.Mutex
+	upstreamAddr string // the origin dialled instead of h.origin's (setRawOrigin)
+	exchanges    []Exchange
+	tunnels      []Tunnel
+	errs         []error
+	done         sync.WaitGroup
 }
 
 type harnessOpts struct {
@@ -179,7 +180,13 @@ func (h *harness) serve(ctx context.Context, c net.Conn) {
 		c.Close()
 		return
 	}
-	up, err := net.Dial("tcp", h.origin.Listener.Addr().String())
+	h.mu.Lock()
+	addr := h.upstreamAddr
+	h.mu.Unlock()
+	if addr == "" {
+		addr = h.origin.Listener.Addr().String()
+	}
+	up, err := net.Dial("tcp", addr)
 	if err != nil {
 		c.Close()
 		return

@@ -58,6 +58,10 @@ type Exchange struct {
 	// Error says what failed upstream or on the client's side; "" if
 	// nothing did.
 	Error string
+	// HeadTooLarge: the origin's response head was over
+	// Config.MaxResponseHeadBytes (Status 502, Error says
+	// http1.ErrResponseHeadTooLarge).
+	HeadTooLarge bool
 	// Idle: the response moved no byte either way for Config.IdleTimeout
 	// and was cut (outcome idle-timeout, as on the plain-HTTP path).
 	Idle bool
