@@ -198,7 +198,7 @@ func (s *session) exchangeH1(req *http.Request, fieldMismatch bool, start time.T
 	defer resp.Body.Close()
 	x.Status = resp.StatusCode
 	if resp.StatusCode/100 == 3 {
-		x.RedirectHost = redirectHost(resp.Header.Get("Location"), s.a.Host)
+		x.RedirectHost, x.RedirectAmbiguous = redirectHost(resp.Header.Get("Location"), s.a.Host)
 	}
 	removeHopByHop(resp.Header)
 	rb := &idleBody{countReader: countReader{r: resp.Body}, s: s, ubr: ubr, cw: cw}

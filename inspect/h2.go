@@ -74,7 +74,7 @@ func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2
 	defer resp.Body.Close()
 	x.Status = resp.StatusCode
 	if resp.StatusCode/100 == 3 {
-		x.RedirectHost = redirectHost(resp.Header.Get("Location"), s.a.Host)
+		x.RedirectHost, x.RedirectAmbiguous = redirectHost(resp.Header.Get("Location"), s.a.Host)
 	}
 	removeHopByHop(resp.Header)
 	h := w.Header()

@@ -70,6 +70,10 @@ func originHandler() http.Handler {
 		w.Header().Set("Location", "/dl/weights.bin")
 		w.WriteHeader(http.StatusMovedPermanently)
 	})
+	mux.HandleFunc("/dl/ambiguous", func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Location"] = []string{"/\\evil.example/weights.bin"}
+		w.WriteHeader(http.StatusFound)
+	})
 	mux.HandleFunc("/dl/forbidden", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "expired", http.StatusForbidden) })
 	mux.HandleFunc("/status/", func(w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(r.URL.Path[len("/status/"):])

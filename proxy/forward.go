@@ -133,15 +133,12 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 // upstream failure and starts the idle watch of the body's streaming.
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	ex := resp.Request.Context().Value(exchangeKey{}).(*exchange)
-	redirect := ""
-	if loc := resp.Header.Get("Location"); loc != "" {
-		if u, err := resp.Request.URL.Parse(loc); err == nil {
-			redirect = u.Hostname()
-		}
-	}
+	// The host a browser-grade client follows, flagged when RFC 3986
+	// parsing reads another (docs/design.md, "Audit record").
+	redirect, ambiguous := http1.RedirectHost(resp.Request.URL, resp.Header.Get("Location"))
 	ex.mu.Lock()
 	ex.rec.HTTP = httpOf(ex.rec.HTTP, resp.StatusCode)
-	ex.rec.HTTP.RedirectHost = redirect
+	ex.rec.HTTP.RedirectHost, ex.rec.HTTP.RedirectAmbiguous = redirect, ambiguous
 	ex.mu.Unlock()
 	if w := ex.idle; w != nil {
 		w.start()

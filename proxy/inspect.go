@@ -115,7 +115,7 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 		Client: ex.rec.Client, Host: ex.host, Port: ex.port, Mode: ex.rec.Mode, Peer: ex.rec.Peer,
 		Probe: ex.rec.Probe, // an exchange in egressd probe's tunnel is the probe's
 		HTTP: &record.HTTP{Method: x.Method, Path: x.Path, Status: x.Status,
-			RedirectHost: x.RedirectHost, Proto: x.Proto},
+			RedirectHost: x.RedirectHost, RedirectAmbiguous: x.RedirectAmbiguous, Proto: x.Proto},
 		BytesSent: x.BytesReceived, BytesReceived: x.BytesSent,
 		DurationMS: float64(x.Duration.Microseconds()) / 1000,
 	}
