@@ -71,7 +71,6 @@ var (
 	compat     = netip.MustParsePrefix("::/96")          // IPv4-compatible, RFC 4291 §2.5.5.1 (deprecated)
 )
 
-
 // Classify returns the built-in class of a and the reason that class gives
 // for a denial (ReasonAllowed for public). IPv4 embedded in IPv6 (mapped,
 // compatible, NAT64, 6to4, Teredo) is classified by its IPv4 part; a zone
