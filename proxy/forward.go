@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/policy"
@@ -353,9 +354,9 @@ func hostHeader(host string, port int) string {
 
 // badRequest is the refusal of a request whose target is no destination
 // (bad-request, 400, in every mode): the record keeps the host as the
-// client named it (at most maxHostLen bytes), and identifies the client.
+// client named it (admit.RecordedHost), and identifies the client.
 func (p *Proxy) badRequest(ex *exchange, rawHost string, err error) *refusal {
-	ex.host = truncate(rawHost, maxHostLen)
+	ex.host = admit.RecordedHost(rawHost)
 	p.identify(ex)
 	return deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err)
 }
