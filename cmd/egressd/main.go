@@ -27,6 +27,7 @@ Usage:
   egressd explain (--pod NS/NAME | --ip IP) --host H --port P [flags]   why run allows or denies a request
   egressd report  [flags] [FILE|DIR|-]...       report of audit records (table, json, csv, markdown, dot, html)
   egressd suggest [flags] [FILE|DIR|-]...       EgressPolicy YAML that would allow what records show
+  egressd preflight --namespace NS [--since D] [FILE|DIR|-]...   would enforce deny anything seen? (exit 0: no)
   egressd version
 
 Every flag also reads EGRESSD_<NAME> from the environment
@@ -69,6 +70,8 @@ func dispatchIO(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return reportMain(ctx, args[1:], stdin, stdout, stderr, time.Now())
 	case "suggest":
 		return suggestMain(args[1:], stdin, stdout, stderr)
+	case "preflight":
+		return preflightMain(ctx, args[1:], stdin, stdout, stderr, time.Now())
 	case "version", "--version", "-version", "-v":
 		fmt.Fprintf(stdout, "egressd %s\n", version)
 		return 0
