@@ -59,7 +59,7 @@ image: ## container image, offline (buildah, FROM scratch, no registry): egressd
 	@bash scripts/deps/image.sh
 	VERSION=$(VERSION) bash scripts/image.sh
 
-release: ## release files in out/ (VERSION=vX.Y.Z): linux amd64/arm64 binaries, SHA256SUMS, SBOM, packaged chart, OCI image archive
+release: ## release files in out/ (VERSION=vX.Y.Z, required): linux amd64/arm64 binaries, SHA256SUMS, SBOM, packaged chart (appVersion VERSION), OCI image archive egressd:VERSION; reproducible
 	@bash scripts/deps/image.sh
 	@bash scripts/deps/sbom.sh
 	@bash scripts/deps/helm.sh

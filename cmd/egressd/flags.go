@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -25,8 +26,16 @@ func envName(flagName string) string {
 }
 
 // parseFlags parses args, then fills every flag not given on the command
-// line from its EGRESSD_<NAME> variable. The command line wins.
+// line from its EGRESSD_<NAME> variable. The command line wins. A flag set
+// without its own Usage gets flag's, with the flags spelt as printDefaults
+// spells them.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if fs.Usage == nil {
+		fs.Usage = func() {
+			fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+			printDefaults(fs)
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,3 +69,19 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	})
 	return err
 }
+
+// printDefaults is flag's PrintDefaults with each flag spelt as the docs
+// and the usage lines write it: --name, and -x for a one-letter name (Go's
+// flag package reads both spellings).
+func printDefaults(fs *flag.FlagSet) {
+	var b strings.Builder
+	out := fs.Output()
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	fmt.Fprint(out, longFlag.ReplaceAllString(b.String(), "$1--$2"))
+}
+
+// longFlag is the head of one of PrintDefaults' lines for a flag whose
+// name is longer than one letter.
+var longFlag = regexp.MustCompile(`(?m)^(  )-([A-Za-z0-9][-A-Za-z0-9_.]+)`)
