@@ -119,7 +119,7 @@ Prints the decision egressd run makes for the request, and why. Exit 0 allowed,
 1 denied, 2 usage or unreadable input.
 
 `)
-		printDefaults(fs)
+		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -26,15 +27,12 @@ func envName(flagName string) string {
 }
 
 // parseFlags parses args, then fills every flag not given on the command
-// line from its EGRESSD_<NAME> variable. The command line wins. A flag set
-// without its own Usage gets flag's, with the flags spelt as printDefaults
-// spells them.
+// line from its EGRESSD_<NAME> variable. The command line wins. The flag
+// set's help (PrintDefaults, also inside a command's own Usage) spells the
+// flags as the docs do (flagSpeller).
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if fs.Usage == nil {
-		fs.Usage = func() {
-			fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
-			printDefaults(fs)
-		}
+	if _, ok := fs.Output().(flagSpeller); !ok {
+		fs.SetOutput(flagSpeller{fs.Output()})
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -70,16 +68,17 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return err
 }
 
-// printDefaults is flag's PrintDefaults with each flag spelt as the docs
-// and the usage lines write it: --name, and -x for a one-letter name (Go's
-// flag package reads both spellings).
-func printDefaults(fs *flag.FlagSet) {
-	var b strings.Builder
-	out := fs.Output()
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
-	fs.SetOutput(out)
-	fmt.Fprint(out, longFlag.ReplaceAllString(b.String(), "$1--$2"))
+// flagSpeller writes what a FlagSet prints with each flag spelt as the
+// docs and the usage lines write it: --name, and -x for a one-letter name
+// (Go's flag package reads both spellings). PrintDefaults writes each
+// flag's lines in one Write.
+type flagSpeller struct{ w io.Writer }
+
+func (s flagSpeller) Write(p []byte) (int, error) {
+	if _, err := s.w.Write(longFlag.ReplaceAll(p, []byte("$1--$2"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // longFlag is the head of one of PrintDefaults' lines for a flag whose

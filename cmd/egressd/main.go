@@ -17,6 +17,9 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// contractRevision is the revision of docs/design.md this build implements.
+const contractRevision = 4
+
 const usage = `egressd: a DNS-aware egress proxy for Kubernetes
 
 Usage:
@@ -28,7 +31,7 @@ Usage:
   egressd report  [flags] [FILE|DIR|-]...       report of audit records (table, json, csv, markdown, dot, html)
   egressd suggest [flags] [FILE|DIR|-]...       EgressPolicy YAML that would allow what records show
   egressd preflight --namespace NS [--since D] [FILE|DIR|-]...   would enforce deny anything seen? (exit 0: no)
-  egressd version
+  egressd version [--json]                      version, Go version, contract revision
 
 Every flag also reads EGRESSD_<NAME> from the environment
 (--proxy-addr: EGRESSD_PROXY_ADDR). Run "egressd COMMAND -h" for its flags.
@@ -73,8 +76,7 @@ func dispatchIO(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	case "preflight":
 		return preflightMain(ctx, args[1:], stdin, stdout, stderr, time.Now())
 	case "version", "--version", "-version", "-v":
-		fmt.Fprintf(stdout, "egressd %s\n", version)
-		return 0
+		return versionMain(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

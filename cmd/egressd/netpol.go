@@ -36,7 +36,7 @@ func netpolMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, netpolUsage)
-		printDefaults(fs)
+		fs.PrintDefaults()
 	}
 	var (
 		namespace   = fs.String("namespace", "", "namespace of egressd and its workloads (required)")

@@ -39,7 +39,7 @@ func preflightMain(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, preflightUsage)
-		printDefaults(fs)
+		fs.PrintDefaults()
 	}
 	var (
 		namespace   = fs.String("namespace", "", "namespace of egressd and its workloads (required)")

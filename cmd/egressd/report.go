@@ -31,7 +31,7 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "Usage: egressd report [flags] [FILE|DIR|-]...\n\n"+
 			"Reads audit records (plain or gzip files, every file of a directory, stdin,\n"+
 			"kubectl logs --prefix output), merges replicas by id and prints a report.\n\n")
-		printDefaults(fs)
+		fs.PrintDefaults()
 	}
 	format := fs.String("format", "table", "table, json, csv, markdown, dot or html")
 	since := fs.String("since", "", "only requests open at or after this: a duration back from now (24h, 7d) or a time (2026-07-01, RFC 3339)")

@@ -24,7 +24,7 @@ func suggestMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			"Writes an EgressPolicy per workload that would allow what the records show:\n"+
 			"audit-mode requests with would_deny and enforce-mode denials of hosts or\n"+
 			"ports no rule names. Review it, then check it with egressd check.\n\n")
-		printDefaults(fs)
+		fs.PrintDefaults()
 	}
 	namespace := fs.String("namespace", "", "only this namespace")
 	fold := fs.Int("fold", 3, "fold this many sibling hosts under one registrable domain into **.<parent> (-1: never)")
