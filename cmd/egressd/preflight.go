@@ -118,20 +118,20 @@ func preflightMain(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	for _, e := range nsData.Invalid {
 		fmt.Fprintf(stderr, "warning: %v\n", e)
 	}
+	opts := policy.ValidateOptions{InspectAvailable: true}
 	if len(policies) > 0 {
-		// As egressd check loads them.
+		// Through the one loader, as egressd check and run load them.
 		files, err := watch.Read(policies)
 		if err != nil {
 			return fail(2, err)
 		}
-		if docs, err = parsePolicies(files); err != nil {
+		snap, err := loadPolicies(files, opts)
+		if err != nil {
 			return fail(2, err)
 		}
-	}
-	for _, d := range docs {
-		if err := policy.ValidateWith(d, policy.ValidateOptions{InspectAvailable: true}); err != nil {
-			fmt.Fprintf(stderr, "warning: %v (it allows nothing)\n", err)
-		}
+		docs = snap.Policies()
+	} else if _, err := policy.CompileWith(docs, opts); err != nil {
+		fmt.Fprintf(stderr, "warning: the namespace's EgressPolicies as a set: %v\n", err)
 	}
 
 	chk, err := preflight.New(cfg)
