@@ -19,7 +19,7 @@ import (
 // says it applies inside inspected tunnels too.
 func TestHelpSpellsFlagsAsDocs(t *testing.T) {
 	single := regexp.MustCompile(`(?m)^  -[A-Za-z0-9][-A-Za-z0-9]`)
-	for _, cmd := range []string{"run", "check", "netpol", "probe", "explain", "report", "suggest", "preflight", "version"} {
+	for _, cmd := range []string{"run", "check", "netpol", "probe", "explain", "report", "suggest", "keygen", "verify", "preflight", "version"} {
 		t.Run(cmd, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			if code := dispatchIO(context.Background(), []string{cmd, "-h"}, strings.NewReader(""), &out, &errb); code != 0 {
