@@ -38,7 +38,7 @@ SOAK_DURATION ?= 30m
 soak: build ## mixed load with policy and pod churn against bin/egressd; checks one record per request, RSS, goroutines, fds (SOAK_DURATION, default 30m)
 	go run ./bench/soak -egressd bin/egressd -duration $(SOAK_DURATION)
 
-run: build ## egressd on the example policy, no cluster; 127.0.0.1 is a pod it selects (Ctrl-C stops it)
+run: build ## egressd on the example policy, no cluster; 127.0.0.1 is a pod it selects (Ctrl-C stops it after the lameduck, a second Ctrl-C at once)
 	@echo 'egressd on examples/policies. examples/pods.yaml makes 127.0.0.1 the pod'
 	@echo 'llm-prod/llm-server-7d9f8b6c5-lcl7h, which policy llm-bootstrap selects. From another terminal:'
 	@echo '  allowed (llm-bootstrap rule 0; the example.com names do not exist, so 502 resolve-failed'
@@ -49,6 +49,7 @@ run: build ## egressd on the example policy, no cluster; 127.0.0.1 is a pod it s
 	@echo '  a name outside every policy (NXDOMAIN, EDE 15 Blocked):'
 	@echo '    dig @127.0.0.1 -p 5353 example.org'
 	@echo 'One JSON record per request follows on stdout; metrics on http://127.0.0.1:9090/metrics.'
+	@echo 'Ctrl-C stops it after the 5 s lameduck (--lameduck); a second Ctrl-C stops it at once.'
 	./bin/egressd run --policy examples/policies --pods examples/pods.yaml \
 	  --proxy-addr 127.0.0.1:3128 --dns-addr 127.0.0.1:5353 --metrics-addr 127.0.0.1:9090
 
@@ -59,7 +60,7 @@ image: ## container image, offline (buildah, FROM scratch, no registry): egressd
 	@bash scripts/deps/image.sh
 	VERSION=$(VERSION) bash scripts/image.sh
 
-release: ## release files in out/ (VERSION=vX.Y.Z): linux amd64/arm64 binaries, SHA256SUMS, SBOM, packaged chart, OCI image archive
+release: ## release files in out/ (VERSION=vX.Y.Z, required): linux amd64/arm64 binaries, SHA256SUMS, SBOM, packaged chart (appVersion VERSION), OCI image archive egressd:VERSION; reproducible
 	@bash scripts/deps/image.sh
 	@bash scripts/deps/sbom.sh
 	@bash scripts/deps/helm.sh

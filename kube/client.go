@@ -35,7 +35,7 @@ type (
 )
 
 // scheme holds the API types Client speaks, and only those: Pod, Event,
-// Secret and NetworkPolicy with their lists, and meta/v1's options and
+// Secret, Service and NetworkPolicy with their lists, and meta/v1's options and
 // Status in each group version. (This does not shrink the binary: each API
 // group's package registers all of its types in its own init, which is why
 // no other group may be linked at all.)
@@ -48,7 +48,7 @@ func newScheme() *runtime.Scheme {
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
 	for gv, types := range map[schema.GroupVersion][]runtime.Object{
 		corev1.SchemeGroupVersion: {&corev1.Pod{}, &corev1.PodList{}, &corev1.Event{}, &corev1.EventList{},
-			&corev1.Secret{}, &corev1.SecretList{}},
+			&corev1.Secret{}, &corev1.SecretList{}, &corev1.Service{}, &corev1.ServiceList{}},
 		networkingv1.SchemeGroupVersion: {&networkingv1.NetworkPolicy{}, &networkingv1.NetworkPolicyList{}},
 	} {
 		s.AddKnownTypes(gv, types...)

@@ -3,7 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -26,8 +28,13 @@ func envName(flagName string) string {
 }
 
 // parseFlags parses args, then fills every flag not given on the command
-// line from its EGRESSD_<NAME> variable. The command line wins.
+// line from its EGRESSD_<NAME> variable. The command line wins. The flag
+// set's help (PrintDefaults, also inside a command's own Usage) spells the
+// flags as the docs do (flagSpeller).
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if _, ok := fs.Output().(flagSpeller); !ok {
+		fs.SetOutput(flagSpeller{fs.Output()})
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,3 +89,19 @@ func accepted(f *flag.Flag, err error) string {
 	}
 	return err.Error()
 }
+// flagSpeller writes what a FlagSet prints with each flag spelt as the
+// docs and the usage lines write it: --name, and -x for a one-letter name
+// (Go's flag package reads both spellings). PrintDefaults writes each
+// flag's lines in one Write.
+type flagSpeller struct{ w io.Writer }
+
+func (s flagSpeller) Write(p []byte) (int, error) {
+	if _, err := s.w.Write(longFlag.ReplaceAll(p, []byte("$1--$2"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// longFlag is the head of one of PrintDefaults' lines for a flag whose
+// name is longer than one letter.
+var longFlag = regexp.MustCompile(`(?m)^(  )-([A-Za-z0-9][-A-Za-z0-9_.]+)`)

@@ -17,6 +17,9 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// contractRevision is the revision of docs/design.md this build implements.
+const contractRevision = 4
+
 const usage = `egressd: a DNS-aware egress proxy for Kubernetes
 
 Usage:
@@ -29,7 +32,8 @@ Usage:
   egressd suggest [flags] [FILE|DIR|-]...       EgressPolicy YAML that would allow what records show
   egressd keygen  --name NAME [--out DIR]        signer and verifier keys for --audit-signing-key
   egressd verify  --key FILE.pub [flags] [FILE|DIR|-]...   prove audit records complete and unaltered
-  egressd version
+  egressd preflight --namespace NS [--since D] [FILE|DIR|-]...   would enforce deny anything seen? (exit 0: no)
+  egressd version [--json]                      version, Go version, contract revision
 
 Every flag also reads EGRESSD_<NAME> from the environment
 (--proxy-addr: EGRESSD_PROXY_ADDR). Run "egressd COMMAND -h" for its flags.
@@ -75,9 +79,10 @@ func dispatchIO(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return keygenMain(args[1:], stdout, stderr)
 	case "verify":
 		return verifyMain(args[1:], stdin, stdout, stderr)
+	case "preflight":
+		return preflightMain(ctx, args[1:], stdin, stdout, stderr, time.Now())
 	case "version", "--version", "-version", "-v":
-		fmt.Fprintf(stdout, "egressd %s\n", version)
-		return 0
+		return versionMain(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -140,7 +140,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.dnsFailureTTL, "dns-failure-ttl", 0, "how long a failed resolution (every upstream timed out, SERVFAIL, REFUSED) is answered from that failure before the upstreams are asked again (RFC 9520; 0: 1s; negative: never)")
 	fs.DurationVar(&o.responseTimeout, "response-timeout", 0, "how long a plain HTTP request waits for the origin's response header before 504 (0: 5m)")
 	fs.DurationVar(&o.eventInterval, "event-interval", kube.DefaultEventInterval, "with --kube: at most one Kubernetes Event (EgressDenied) on a denied pod per host and reason in this interval; 0 disables Events")
-	fs.StringVar(&o.auditHTTPPath, "audit-http-path", string(proxy.HTTPPathNone), "none, or full: record plain HTTP request paths (without query) in audit records; paths can hold tokens")
+	fs.StringVar(&o.auditHTTPPath, "audit-http-path", string(proxy.HTTPPathNone), "none, or full: record the paths (without query) of plain HTTP requests and of requests inside inspected tunnels in audit records; paths can hold tokens")
 	fs.IntVar(&o.maxConns, "max-conns-per-client", 0, "open connections one source IP may hold: one budget shared by the proxy, SNI and Host listeners, another for DNS over TCP (0: 1024; negative: no limit)")
 	fs.Float64Var(&o.dnsRate, "dns-rate", 0, "DNS queries per second one source IP may send, UDP and TCP; over it REFUSED (0: 1000; negative: no limit)")
 	fs.IntVar(&o.dnsBurst, "dns-burst", 0, "DNS queries one source IP may send at once above --dns-rate (0: twice --dns-rate)")
@@ -277,11 +277,22 @@ type state struct {
 func (s *state) policy() *policy.Snapshot { return s.snapshot.Load() }
 
 // ready: policies and identities loaded, caches synced, not draining.
-func (s *state) ready() bool {
-	if s.draining.Load() || s.snapshot.Load() == nil || !s.pods.Loaded() {
-		return false
+func (s *state) ready() bool { return s.notReady() == "" }
+
+// notReady says why egressd is not ready, in the words /readyz answers
+// with; empty when it is ready.
+func (s *state) notReady() string {
+	switch {
+	case s.draining.Load():
+		return "shutting down (lameduck, then drain)"
+	case s.synced != nil && !s.synced():
+		return "pods and EgressPolicies not synced from the API server yet"
+	case s.snapshot.Load() == nil:
+		return "no policy accepted yet"
+	case !s.pods.Loaded():
+		return "pods not loaded yet"
 	}
-	return s.synced == nil || s.synced()
+	return ""
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -302,8 +313,11 @@ func (s *state) watchPolicies(paths []string, every time.Duration) *watch.Watche
 		}
 		if err != nil {
 			s.metrics.ReloadErrors.WithLabelValues("policy").Inc()
-			s.log.Error("policy reload rejected; the last good policy stays in force",
-				"error", err.Error(), "in_force", s.snapshot.Load() != nil)
+			msg := "policy reload rejected; the last good policy stays in force"
+			if s.snapshot.Load() == nil {
+				msg = "policy rejected; no policy was accepted yet: not ready until one loads"
+			}
+			s.log.Error(msg, "error", err.Error(), "in_force", s.snapshot.Load() != nil)
 			return
 		}
 		s.snapshot.Store(snap)

@@ -369,8 +369,8 @@ func healthServer(reg *prometheus.Registry, st *state) *http.Server {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !st.ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if why := st.notReady(); why != "" {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ready\n")

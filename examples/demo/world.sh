@@ -25,10 +25,11 @@ for _ in $(seq 100); do [ -s "$work/ca.pem" ] && break; sleep 0.1; done
 # start_egressd NAME ARGS...: `egressd run ARGS` in the background with the
 # demo's pods, listeners and resolver; its records go to
 # $work/audit-NAME.jsonl, its log to $work/egressd-NAME.log. Ready when
-# this returns.
+# this returns. --lameduck 0: the demo's own stops need no lameduck (no
+# Service is taking it out of its endpoints); 5 s each made the demo slow.
 start_egressd() {
   local name=$1; shift
-  "$egressd" run "$@" --pods examples/demo/pods.yaml \
+  "$egressd" run "$@" --pods examples/demo/pods.yaml --lameduck 0 \
     --upstream-dns "$origin_dns" --proxy-addr "$proxy" --dns-addr "$dns" --metrics-addr "$metrics" \
     --audit-file "$work/audit-$name.jsonl" ${audit_key:+--audit-signing-key "$audit_key"} >/dev/null 2>"$work/egressd-$name.log" &
   egressd_pid=$!

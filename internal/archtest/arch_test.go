@@ -85,6 +85,8 @@ var rules = []rule{
 		onlyModule: []string{"record", "policy"}, mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "report", "suggest", "cmd", clientGo}},
 	{pkg: "suggest", why: "suggest reads records through auditlog; it must not import report, proxy, resolver, kube or cmd",
 		mustNot: []string{"report", "proxy", "resolver", "dnsserver", "kube", "cmd", clientGo}},
+	{pkg: "preflight", why: "preflight is pure like netpol: pods, policies and records in, a Result out; auditlog, policy, identity and inject's names only, never client-go, kube, the serving packages, audit or cmd",
+		onlyModule: []string{"auditlog", "record", "policy", "identity", "inject"}, mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
 	{pkg: "probe", why: "probe is a client of egressd: policy's names and reasons only, never the serving packages, audit, cmd or client-go",
 		onlyModule: []string{"policy"}, mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
 	{pkg: "kube", why: "kube adapts the API to policy and identity and reads audit records for Events; it never reaches the serving packages, cmd, the CA (certs) or the test helpers",

@@ -126,7 +126,7 @@ func TestDeployment(t *testing.T) {
 		{
 			name: "defaults", replicas: 2, drainSecs: 30, lameSecs: 5,
 			wantArgs: []string{"run", "--kube", "--namespace $(POD_NAMESPACE)", "--proxy-addr :3128", "--dns-addr :5353",
-				"--metrics-addr :9090", "--mode enforce", "--cluster-domain cluster.local", "--lameduck 5s", "--drain-timeout 30s"},
+				"--metrics-addr :9090", "--mode audit", "--cluster-domain cluster.local", "--lameduck 5s", "--drain-timeout 30s"},
 			// egressd's own defaults stay out of the manifest: an upgrade of
 			// egressd changes them, not a chart value nobody set.
 			noArgs: []string{"--sni-addr", "--http-addr", "--advertise-ip", "--upstream-dns", "--cluster-dns", "--private-cidr",

@@ -3,6 +3,7 @@ package chart_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,7 +113,7 @@ func TestServerSideDryRun(t *testing.T) {
 	// cidr is the mistake the API server must catch.
 	t.Run("rejects a broken NetworkPolicy", func(t *testing.T) {
 		ns := env.Namespace(t)
-		np := find(t, render(t, ns, nil), "NetworkPolicy", "egressd").DeepCopy()
+		np := find(t, render(t, ns, nil, "networkPolicy.enabled=true"), "NetworkPolicy", "egressd").DeepCopy()
 		egress, _, _ := unstructured.NestedSlice(np.Object, "spec", "egress")
 		to := egress[0].(map[string]any)["to"].([]any)
 		to[1].(map[string]any)["ipBlock"].(map[string]any)["except"] = []any{"10.0.0.0/8"}
@@ -176,14 +177,18 @@ func TestNotes(t *testing.T) {
 	helmBin(t)
 	env := k8stest.Shared(t)
 	kubeconfig := env.Kubeconfig(t)
-	// curl reads http_proxy only in lower case; the others in either case,
-	// some clients only in lower case.
-	proxyVars := []string{"HTTPS_PROXY", "https_proxy", "http_proxy"}
+	// Both spellings of each, as the injection webhook sets them (curl
+	// reads http_proxy only in lower case, some clients only upper case).
+	proxyVars := []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"}
 	common := func(ns string) []string {
 		want := []string{
 			"name: NO_PROXY\n          value: localhost,127.0.0.1,.svc,.cluster.local,10.96.0.0/12\n",
 			"name: no_proxy\n          value: localhost,127.0.0.1,.svc,.cluster.local,10.96.0.0/12\n",
-			`dnsPolicy: "None"`, ns + ".svc.cluster.local", "svc.cluster.local", "name: ndots",
+			`dnsPolicy: "None"`, ns + ".svc.cluster.local", "svc.cluster.local",
+			// the webhook's (and the kubelet's) ndots
+			"- name: ndots\n        value: \"5\"\n",
+			// break-glass, naming release and chart
+			"helm upgrade egressd CHART -n " + ns + " --reuse-values --set mode=audit",
 			// every replica's records, not one pod's last lines
 			"logs -l app.kubernetes.io/name=egressd --prefix --tail=-1",
 		}
@@ -192,7 +197,7 @@ func TestNotes(t *testing.T) {
 		}
 		return want
 	}
-	commonNot := []string{"name: HTTP_PROXY", "logs deploy/"}
+	commonNot := []string{"logs deploy/", `value: "2"`}
 	cases := []struct {
 		name     string
 		sets     []string
@@ -203,7 +208,11 @@ func TestNotes(t *testing.T) {
 		{name: "clusterIP from values", sets: []string{"service.clusterIP=10.96.0.53"}, want: []string{"- 10.96.0.53"}, notWant: []string{"has no ClusterIP yet"}},
 		{name: "clusterIP looked up", existing: "10.96.7.7", want: []string{"- 10.96.7.7"}, notWant: []string{"has no ClusterIP yet"}},
 		{name: "no clusterIP yet", want: []string{"<egressd Service ClusterIP>", "has no ClusterIP yet"}},
-		{name: "audit mode", sets: []string{"mode=audit", "service.clusterIP=10.96.0.53"}, want: []string{"in audit mode", `"would_deny": true`, "egressd report records.log"}},
+		{name: "defaults: audit, the next step", sets: []string{"service.clusterIP=10.96.0.53"}, want: []string{"in audit mode, without NetworkPolicies", `"would_deny": true`, "egressd report records.log",
+			"Next step", "egressd preflight --namespace {ns} --since 24h records.log",
+			"helm upgrade egressd CHART -n {ns} --reuse-values --set mode=enforce --set networkPolicy.enabled=true\n"}},
+		{name: "enforce with NetworkPolicies", sets: []string{"mode=enforce", "networkPolicy.enabled=true", "service.clusterIP=10.96.0.53"},
+			want: []string{"in enforce mode.\n"}, notWant: []string{"Next step", "preflight", "--set mode=enforce"}},
 		{name: "injection", sets: []string{"inject.enabled=true", "service.clusterIP=10.96.0.53"},
 			want: []string{"Injection is on", `egressd.dev/inject: "false"`, "DNS only with inject.dns", "by hand (what injection adds)"}},
 	}
@@ -244,7 +253,11 @@ func TestNotes(t *testing.T) {
 			} else {
 				t.Fatalf("no NOTES in the output:\n%s", out)
 			}
-			for _, w := range append(common(ns), c.want...) {
+			want := slices.Clone(c.want)
+			for i := range want {
+				want[i] = strings.ReplaceAll(want[i], "{ns}", ns)
+			}
+			for _, w := range append(common(ns), want...) {
 				if !strings.Contains(notes, w) {
 					t.Errorf("NOTES lack %q:\n%s", w, notes)
 				}

@@ -18,7 +18,7 @@ func runFlags(t *testing.T) map[string]bool {
 	// -h exits 0 or 2 by flag package convention; the usage is what counts.
 	out, _ := exec.Command(bin, "run", "-h").CombinedOutput()
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^\s+-([a-z][a-z0-9-]*)`).FindAllStringSubmatch(string(out), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\s+--?([a-z][a-z0-9-]*)`).FindAllStringSubmatch(string(out), -1) {
 		flags[m[1]] = true
 	}
 	if !flags["proxy-addr"] || !flags["audit-failure"] {

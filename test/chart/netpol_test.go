@@ -30,7 +30,7 @@ func TestNetworkPoliciesEqualNetpol(t *testing.T) {
 		sets  []string
 		opts  netpol.Options
 	}{
-		{name: "defaults", opts: netpol.Options{Namespace: ns}},
+		{name: "defaults, turned on", sets: []string{"networkPolicy.enabled=true"}, opts: netpol.Options{Namespace: ns}},
 		{
 			name: "all-on", files: []string{allOnValues(t)},
 			opts: netpol.Options{
@@ -48,6 +48,7 @@ func TestNetworkPoliciesEqualNetpol(t *testing.T) {
 		{
 			name: "no kube-dns, IPv6 node-local, expression workload selector",
 			sets: []string{
+				"networkPolicy.enabled=true",
 				"networkPolicy.kubeDNS.enabled=false",
 				"networkPolicy.nodeLocalDNS=fd00:10:96::a",
 				"networkPolicy.workloadSelector.matchExpressions[0].key=tier",
@@ -120,7 +121,7 @@ func TestNetworkPolicyToggle(t *testing.T) {
 			if c.opts.Validate() == nil {
 				t.Fatal("netpol.Options.Validate accepts it; the chart must not be stricter than netpol")
 			}
-			out, err := renderErr(t, "llm-prod", nil, c.set)
+			out, err := renderErr(t, "llm-prod", nil, c.set, "networkPolicy.enabled=true")
 			if err == nil {
 				t.Fatalf("rendered:\n%s", out)
 			}

@@ -37,9 +37,9 @@ func TestProbeHookPod(t *testing.T) {
 		inspectCA bool // the inspection CA's ConfigMap is mounted for --inspect-ca
 	}{
 		{
-			name:     "defaults: controls only, through the Service's link variables",
-			wantArgs: []string{"probe", "--proxy http://$(EGRESSD_SERVICE_HOST):3128", "--dns $(EGRESSD_SERVICE_HOST):53", "--timeout 5s"},
-			noArgs:   []string{"-f", "--outside=", "--direct", "--junit", "--inspect-ca"},
+			name:     "defaults: controls only, through the Service's link variables; audit mode drops the outside control",
+			wantArgs: []string{"probe", "--proxy http://$(EGRESSD_SERVICE_HOST):3128", "--dns $(EGRESSD_SERVICE_HOST):53", "--timeout 5s", "--outside="},
+			noArgs:   []string{"-f", "--direct", "--junit", "--inspect-ca"},
 			labels:   map[string]string{"app.kubernetes.io/component": "egressd-probe"},
 		},
 		{
@@ -56,7 +56,7 @@ func TestProbeHookPod(t *testing.T) {
 		},
 		{
 			name:     "enforce mode keeps the outside control, with its host",
-			sets:     []string{"tests.outside.host=nowhere.example.invalid", "tests.junit=-", "tests.dns=false", "fullnameOverride=egress-gw", "service.proxyPort=8888"},
+			sets:     []string{"mode=enforce", "tests.outside.host=nowhere.example.invalid", "tests.junit=-", "tests.dns=false", "fullnameOverride=egress-gw", "service.proxyPort=8888"},
 			wantArgs: []string{"--proxy http://$(EGRESS_GW_SERVICE_HOST):8888", "--outside nowhere.example.invalid", "--junit -"},
 			noArgs:   []string{"--dns", "--outside="},
 			labels:   map[string]string{"app.kubernetes.io/component": "egressd-probe"},

@@ -27,6 +27,7 @@ type instance struct {
 	dns       string
 	metrics   string
 	auditFile string
+	policy    string // the policy file egressd polls
 	exited    chan error
 	log       *bytes.Buffer
 	logMu     *sync.Mutex
@@ -58,7 +59,7 @@ func startEgressd(t *testing.T, w *world, extra ...string) *instance {
 	ports := strings.Join([]string{w.tlsPort, w.hangPort, w.rstPort, w.httpPort}, ", ")
 	write(t, filepath.Join(dir, "policy.yaml"), fmt.Sprintf(policyTmpl, ports))
 	write(t, filepath.Join(dir, "pods.yaml"), pods)
-	in := &instance{auditFile: filepath.Join(dir, "audit.jsonl"), exited: make(chan error, 1), log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	in := &instance{auditFile: filepath.Join(dir, "audit.jsonl"), policy: filepath.Join(dir, "policy.yaml"), exited: make(chan error, 1), log: &bytes.Buffer{}, logMu: &sync.Mutex{}}
 	args := append([]string{"run", "--policy", filepath.Join(dir, "policy.yaml"), "--pods", filepath.Join(dir, "pods.yaml"),
 		"--proxy-addr", "127.0.0.1:0", "--dns-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--upstream-dns", w.dnsAddr, "--audit-file", in.auditFile, "--log-level", "info", "--drain-timeout", "3s",
@@ -135,10 +136,12 @@ type record struct {
 	Host    string `json:"host"`
 	Port    int    `json:"port"`
 	Verdict string `json:"verdict"`
-	Reason  string `json:"reason"`
-	Outcome string `json:"outcome"`
-	Error   string `json:"error"`
-	Client  struct {
+	// WouldDeny: allowed in audit mode, denied in enforce.
+	WouldDeny bool   `json:"would_deny"`
+	Reason    string `json:"reason"`
+	Outcome   string `json:"outcome"`
+	Error     string `json:"error"`
+	Client    struct {
 		IP string `json:"ip"`
 	} `json:"client"`
 	DNS *struct {
@@ -223,10 +226,20 @@ func (in *instance) connect(t *testing.T, host, p string) (int, net.Conn) {
 // get does an absolute-form GET through the proxy and returns the status.
 func (in *instance) get(t *testing.T, url string) int {
 	t.Helper()
+	code, err := in.tryGet(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return code
+}
+
+// tryGet is get without t: an absolute-form GET through the proxy from the
+// pod, its status or the error.
+func (in *instance) tryGet(url string) (int, error) {
 	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(pod)}}
 	c, err := d.Dial("tcp", in.proxy)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
@@ -234,10 +247,10 @@ func (in *instance) get(t *testing.T, url string) int {
 	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", url, host)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		return 0, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 // gauge reads one gauge from /metrics.

@@ -263,30 +263,36 @@ func (in *instance) download(w *world) error {
 	return nil
 }
 
-// TestLameduckSecondSignal: a second SIGTERM during a long lameduck skips
+// TestLameduckSecondSignal: a second SIGTERM (or SIGINT, Ctrl-C) during a long lameduck skips
 // the rest of it; egressd drains and exits at once.
 func TestLameduckSecondSignal(t *testing.T) {
-	w := startWorld(t)
-	in := startEgressd(t, w, "--lameduck", "60s", "--drain-timeout", "1s")
-	start := time.Now()
-	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	// SIGINT is Ctrl-C on `make run` (the terminal sends it to make and
+	// egressd both).
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			w := startWorld(t)
+			in := startEgressd(t, w, "--lameduck", "60s", "--drain-timeout", "1s")
+			start := time.Now()
+			if err := in.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			in.untilUnready(t) // the first signal has been taken
+			if err := in.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-in.exited:
+				if err != nil {
+					t.Fatalf("exit: %v", err)
+				}
+				in.exited <- nil // for Cleanup
+			case <-time.After(20 * time.Second):
+				t.Fatalf("egressd still in its 60s lameduck 20s after the second %v", sig)
+			}
+			if !strings.Contains(in.logText(), "lameduck cut short by a second signal") {
+				t.Errorf("the log does not say the lameduck was cut short:\n%s", in.logText())
+			}
+			t.Logf("exit %v after the first %v", time.Since(start).Round(time.Millisecond), sig)
+		})
 	}
-	in.untilUnready(t) // the first signal has been taken
-	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-in.exited:
-		if err != nil {
-			t.Fatalf("exit: %v", err)
-		}
-		in.exited <- nil // for Cleanup
-	case <-time.After(20 * time.Second):
-		t.Fatal("egressd still in its 60s lameduck 20s after the second SIGTERM")
-	}
-	if !strings.Contains(in.logText(), "lameduck cut short by a second signal") {
-		t.Errorf("the log does not say the lameduck was cut short:\n%s", in.logText())
-	}
-	t.Logf("exit %v after the first SIGTERM", time.Since(start).Round(time.Millisecond))
 }
