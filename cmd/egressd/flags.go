@@ -89,6 +89,7 @@ func accepted(f *flag.Flag, err error) string {
 	}
 	return err.Error()
 }
+
 // flagSpeller writes what a FlagSet prints with each flag spelt as the
 // docs and the usage lines write it: --name, and -x for a one-letter name
 // (Go's flag package reads both spellings). PrintDefaults writes each
