@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
@@ -168,6 +170,8 @@ type Logger struct {
 	notifyMu sync.Mutex
 	reported bool // the state OnSinkState last reported
 
+	outcomes *metrics.Children[[2]string, prometheus.Counter] // egressd_outcomes_total by kind, outcome
+
 	im interims
 }
 
@@ -208,6 +212,9 @@ func New(cfg Config) *Logger {
 		cfg.WaitTimeout = DefaultWaitTimeout
 	}
 	l := &Logger{cfg: cfg, healthy: true, reported: true}
+	l.outcomes = metrics.NewChildren(func(k [2]string) prometheus.Counter {
+		return cfg.Metrics.Outcomes.WithLabelValues(k[0], k[1])
+	})
 	l.progress.L = &l.mu
 	l.scratch.New = func() any { b := make([]byte, 0, 1024); return &b }
 	l.copies.New = func() any { return new(record.Record) }
@@ -229,6 +236,17 @@ func New(cfg Config) *Logger {
 	l.available.Store(true)
 	cfg.Metrics.AuditAvailable.Set(1)
 	return l
+}
+
+// countOutcome counts r's outcome in egressd_outcomes_total: here, where
+// every end record of every kind (proxy, inspected, dns) passes, whether
+// or not a sink takes it; a rate-limited summary counts as the requests it
+// stands for. Interim records count nothing (their request is not over).
+func (l *Logger) countOutcome(r *record.Record) {
+	if r.Event != record.EventEnd || r.Outcome == "" {
+		return
+	}
+	l.outcomes.Get([2]string{r.Kind, r.Outcome}).Add(float64(max(r.Count, 1)))
 }
 
 // Available reports whether a new request may be served: false while a file
@@ -261,6 +279,7 @@ func (l *Logger) Write(r *record.Record) {
 	if r.DNS != nil && r.DNS.Answers == nil {
 		r.DNS.Answers = []string{}
 	}
+	l.countOutcome(r)
 	bp := l.scratch.Get().(*[]byte)
 	line, err := record.AppendJSON((*bp)[:0], r)
 	if err != nil {
