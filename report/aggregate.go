@@ -129,6 +129,7 @@ type destAgg struct {
 	status   tally
 	rules    set
 	peers    set
+	pods     set
 }
 
 type unknownAgg struct {
@@ -266,6 +267,7 @@ func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, ma
 		d.status.add(statusCodes[h.Status], n)
 	}
 	d.rules.add(rule, maxSet)
+	d.pods.add(r.Client.Pod, maxSet)
 	if r.Peer != "" {
 		d.peers.add(peerIP(r.Peer), maxSet)
 	}
@@ -394,6 +396,7 @@ func (d *destAgg) finish() *Destination {
 	slices.Sort(d.out.Rules)
 	d.out.Peers, d.out.PeersTruncated = d.peers.list()
 	slices.Sort(d.out.Peers)
+	d.out.Pods, d.out.PodsTruncated = d.pods.list()
 	return &d.out
 }
 
