@@ -280,7 +280,7 @@ func (s *state) watchPolicies(paths []string, every time.Duration) *watch.Watche
 	return &watch.Watcher{Paths: paths, Interval: every, OnChange: func(files []watch.File, err error) {
 		var snap *policy.Snapshot
 		if err == nil {
-			snap, err = compilePolicies(files, s.validate)
+			snap, err = loadPolicies(files, s.validate)
 		}
 		if err != nil {
 			s.metrics.ReloadErrors.WithLabelValues("policy").Inc()
