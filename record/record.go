@@ -13,6 +13,10 @@ const (
 	// KindInspected is one HTTP exchange inside an inspected tunnel; its
 	// Tunnel names the tunnel's record.
 	KindInspected = "inspected"
+	// KindCheckpoint is a signed checkpoint of the process's log
+	// (--audit-signing-key; docs/design.md, "Verifiable records"): a record,
+	// but not of a request; readers of requests skip it.
+	KindCheckpoint = "checkpoint"
 )
 
 // Client is who asked.
