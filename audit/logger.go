@@ -179,6 +179,8 @@ type Logger struct {
 	notifyMu sync.Mutex
 	reported bool // the state OnSinkState last reported
 
+	outcomes outcomes // egressd_outcomes_total (outcome.go)
+
 	im interims
 
 	stopCheckpoints func() bool // the checkpoint timer; nil without Evidence
@@ -221,6 +223,7 @@ func New(cfg Config) *Logger {
 		cfg.WaitTimeout = DefaultWaitTimeout
 	}
 	l := &Logger{cfg: cfg, healthy: true, reported: true}
+	l.outcomes = newOutcomes(cfg.Metrics)
 	l.progress.L = &l.mu
 	l.scratch.New = func() any { b := make([]byte, 0, 1024); return &b }
 	l.copies.New = func() any { return new(record.Record) }
@@ -265,21 +268,7 @@ func (l *Logger) Available() bool { return l.available.Load() }
 // until the record is written, so that a record logged during shutdown (a
 // tunnel cut at the drain deadline) is not lost when the process exits.
 func (l *Logger) Write(r *record.Record) {
-	if r.Time.IsZero() {
-		r.Time = l.cfg.Now()
-	}
-	if r.Start.IsZero() {
-		r.Start = r.Time
-	}
-	if r.Event == "" {
-		r.Event = record.EventEnd
-	}
-	if r.ID == "" {
-		r.ID = NewID()
-	}
-	if r.DNS != nil && r.DNS.Answers == nil {
-		r.DNS.Answers = []string{}
-	}
+	l.complete(r)
 	bp := l.scratch.Get().(*[]byte)
 	line, err := record.AppendJSON((*bp)[:0], r)
 	if err != nil {

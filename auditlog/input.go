@@ -102,6 +102,20 @@ type Stats struct {
 	Filtered int64 `json:"filtered_out"`
 }
 
+// Unreadable is the number of lines that were not records (Skipped and
+// TooLong): what a reader prints beside its result.
+func (s Stats) Unreadable() int64 { return s.Skipped + s.TooLong }
+
+// Check returns ErrNoRecords, with the counts, when lines were read and
+// none was a record. Every command reading records calls it before it
+// prints a result (report; a verify reads through the same Reader).
+func (s Stats) Check() error {
+	if s.Records == 0 && s.Lines > 0 {
+		return fmt.Errorf("%w: %d lines read from %d inputs, none a record (a record is a JSON object with kind and verdict)", ErrNoRecords, s.Lines, s.Inputs)
+	}
+	return nil
+}
+
 // MaxLine is the longest line read as a record (a record is a few hundred
 // bytes; a CNAME chain or many answers make it a few KiB); longer lines
 // are skipped and counted.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -198,7 +199,13 @@ func (e *Engine) handshake(ctx context.Context, a *Args, t *Tunnel) (*tls.Conn, 
 		upstream *tls.Conn
 		upErr    error
 	)
-	getCert := e.cfg.Leaves.GetCertificate(a.Host)
+	leafCert := e.cfg.Leaves.GetCertificate(a.Host)
+	leafSent := false // the handshake reached egressd's leaf
+	getCert := func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		c, err := leafCert(hello)
+		leafSent = err == nil
+		return c, err
+	}
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -236,9 +243,26 @@ func (e *Engine) handshake(ctx context.Context, a *Args, t *Tunnel) (*tls.Conn, 
 		if t.Outcome == OutcomeOK {
 			t.Outcome = OutcomeClientTLSFailed
 		}
+		if leafSent && t.Outcome == OutcomeClientTLSFailed {
+			return nil, nil, fmt.Errorf("%w: tunnel to %q: %s", ErrClientRefusedLeaf, a.Host, clientRefusal(err))
+		}
 		return nil, nil, fmt.Errorf("inspect: client TLS with %q: %w", a.Host, err)
 	}
 	return client, upstream, nil
+}
+
+// clientRefusal says how a client refused the leaf: the alert it sent
+// ("remote error: tls: unknown certificate authority"), or, when egressd
+// could not read one, that it closed the handshake. A TLS 1.3 client sends
+// its alert under the handshake keys after the server's flight, which
+// crypto/tls reports as "local error: tls: bad record MAC": that error
+// names egressd's side, not what happened.
+func clientRefusal(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "remote error: tls: "); i >= 0 {
+		return "its alert: " + msg[i+len("remote error: tls: "):]
+	}
+	return "it ended the handshake without an alert egressd could read"
 }
 
 // extECH is the encrypted_client_hello extension (RFC 9849).

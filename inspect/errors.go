@@ -15,4 +15,8 @@ var (
 	// ErrUpstreamTLS: the origin's TLS handshake or certificate
 	// verification failed (outcome upstream-tls-failed).
 	ErrUpstreamTLS = errors.New("inspect: upstream TLS failed")
+	// ErrClientRefusedLeaf: the client's handshake failed after egressd
+	// presented its leaf (outcome client-tls-failed): the client refused
+	// it, most often because it does not trust the inspection CA.
+	ErrClientRefusedLeaf = errors.New("inspect: the client refused the inspection leaf (does it trust the inspection CA?)")
 )

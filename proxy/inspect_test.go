@@ -252,8 +252,15 @@ func TestInspectedClientTLSFailed(t *testing.T) {
 		t.Fatal("a client that trusts only the origins' CA accepted egressd's leaf")
 	}
 	tc.Close()
-	if r := ie.sink.next(t); r.Outcome != record.OutcomeClientTLSFailed || r.Verdict != "allow" {
+	r := ie.sink.next(t)
+	if r.Outcome != record.OutcomeClientTLSFailed || r.Verdict != "allow" {
 		t.Fatalf("record outcome %q verdict %q; want client-tls-failed, allow", r.Outcome, r.Verdict)
+	}
+	t.Logf("record error: %s", r.Error)
+	// Issue 23: the record says the client refused the leaf, not crypto/tls's
+	// "local error: tls: bad record MAC" of the alert it could not read.
+	if !strings.Contains(r.Error, "the client refused the inspection leaf") || strings.Contains(r.Error, "bad record MAC") {
+		t.Errorf("record error %q; want it to say the client refused the inspection leaf", r.Error)
 	}
 }
 

@@ -55,7 +55,7 @@ func (r *refusal) Unwrap() error { return r.err }
 func writeRefusal(w http.ResponseWriter, ex *exchange, rf *refusal) {
 	body := refusalBody(ex, rf)
 	h := w.Header()
-	http1.SetRefusalHeader(h, rf.reason)
+	http1.SetRefusal(w, rf.reason)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(rf.status)
 	_, _ = io.WriteString(w, body)

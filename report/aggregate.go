@@ -131,6 +131,7 @@ type destAgg struct {
 	creds    tally
 	rules    set
 	peers    set
+	pods     set
 }
 
 type unknownAgg struct {
@@ -271,6 +272,7 @@ func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, ma
 		d.creds.add(h.Credential, n)
 	}
 	d.rules.add(rule, maxSet)
+	d.pods.add(r.Client.Pod, maxSet)
 	if r.Peer != "" {
 		d.peers.add(peerIP(r.Peer), maxSet)
 	}
@@ -402,6 +404,7 @@ func (d *destAgg) finish() *Destination {
 	slices.Sort(d.out.Rules)
 	d.out.Peers, d.out.PeersTruncated = d.peers.list()
 	slices.Sort(d.out.Peers)
+	d.out.Pods, d.out.PodsTruncated = d.pods.list()
 	return &d.out
 }
 

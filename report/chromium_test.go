@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +89,27 @@ func TestHTMLInChromium(t *testing.T) {
 				t.Errorf("no redirect arc titled %q", title)
 			}
 		}
+	})
+
+	// Issue 23: the page fits a 1280 px window without horizontal page
+	// scroll. A copy of the page whose CSP lets one inline script run
+	// writes the document's scroll width and the viewport's into the DOM.
+	t.Run("fits 1280 px", func(t *testing.T) {
+		measured := filepath.Join(dir, "measured.html")
+		b := bytes.Replace(page.Bytes(), []byte("style-src 'unsafe-inline'"), []byte("style-src 'unsafe-inline'; script-src 'unsafe-inline'"), 1)
+		b = bytes.Replace(b, []byte("</body>"), []byte(`<script>document.body.setAttribute("data-width", document.documentElement.scrollWidth + " " + window.innerWidth)</script></body>`), 1)
+		writeTestFile(t, measured, b)
+		dom := runChromiumOutput(t, "--window-size=1280,1600", "--dump-dom", "file://"+measured)
+		m := regexp.MustCompile(`data-width="(\d+) (\d+)"`).FindStringSubmatch(dom)
+		if m == nil {
+			t.Fatal("the measuring script did not run")
+		}
+		doc, _ := strconv.Atoi(m[1])
+		view, _ := strconv.Atoi(m[2])
+		if view < 1000 || view > 1280 || doc > view {
+			t.Errorf("document %d px wide in a %d px viewport: want it to fit (the window is 1280 px)", doc, view)
+		}
+		t.Logf("document %d px, viewport %d px", doc, view)
 	})
 
 	t.Run("control page without CSP is seen fetching", func(t *testing.T) {

@@ -15,7 +15,8 @@ var csvHeader = []string{
 }
 
 // renderCSV writes one row per workload and destination, for a
-// spreadsheet; counts by name are "name=count" joined by ";". Unknown
+// spreadsheet; counts by name are "name=count" joined by ";"; pods are the
+// pods that asked for that destination (not the workload's whole list). Unknown
 // clients follow as rows of workload kind "unknown-client", named by their
 // address, with the hosts they tried joined in host. The summary is in the
 // other formats.
@@ -40,7 +41,7 @@ func renderCSV(out io.Writer, rep *Report) error {
 				kvs(d.Reasons, ";"), kvs(d.Outcomes, ";"), kvs(d.TLS, ";"), kvs(d.HTTPStatus, ";"),
 				strings.Join(d.Rules, ";"), strings.Join(listMore(d.Peers, d.PeersTruncated), ";"),
 				csvTime(d.FirstSeen), csvTime(d.LastSeen), itoa(d.BytesSent), itoa(d.BytesReceived), itoa(d.Open),
-				strings.Join(listMore(wl.Pods, wl.PodsTruncated), ";"), strings.Join(wl.ServiceAccounts, ";"),
+				strings.Join(listMore(d.Pods, d.PodsTruncated), ";"), strings.Join(wl.ServiceAccounts, ";"),
 			})
 			if err != nil {
 				return err

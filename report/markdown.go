@@ -99,8 +99,8 @@ func renderMarkdown(out io.Writer, rep *Report) error {
 		p("%s; sent %s, received %s; first seen %s, last seen %s.", countsLine(wl.Counts), fmtBytes(wl.BytesSent),
 			fmtBytes(wl.BytesReceived), fmtTime(wl.FirstSeen), fmtTime(wl.LastSeen))
 		p("")
-		p("| destination | requests | allowed | denied | would-deny | reasons | rule | TLS | HTTP status | peers | sent | received | first seen | last seen |")
-		p("|---|---:|---:|---:|---:|---|---|---|---|---|---:|---:|---|---|")
+		p("| destination | requests | allowed | denied | would-deny | reasons | outcomes | pods | rule | TLS | HTTP status | peers | sent | received | first seen | last seen |")
+		p("|---|---:|---:|---:|---:|---|---|---|---|---|---|---|---:|---:|---|---|")
 		rows := wl.Destinations
 		if wl.Other != nil {
 			rows = append(rows[:len(rows):len(rows)], wl.Other)
@@ -110,8 +110,9 @@ func renderMarkdown(out io.Writer, rep *Report) error {
 			if d.Open > 0 {
 				label += fmt.Sprintf(" (%d open)", d.Open)
 			}
-			p("| %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", md(label), d.Requests, d.Allowed,
-				d.Denied, d.WouldDeny, md(kvs(d.Reasons, ", ")), md(strings.Join(d.Rules, ", ")), md(kvs(d.TLS, ", ")),
+			p("| %s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", md(label), d.Requests, d.Allowed,
+				d.Denied, d.WouldDeny, md(kvs(d.Reasons, ", ")), md(kvs(d.Outcomes, ", ")),
+				md(strings.Join(listMore(d.Pods, d.PodsTruncated), ", ")), md(strings.Join(d.Rules, ", ")), md(kvs(d.TLS, ", ")),
 				md(kvs(d.HTTPStatus, ", ")),
 				md(strings.Join(listMore(d.Peers, d.PeersTruncated), ", ")), fmtBytes(d.BytesSent), fmtBytes(d.BytesReceived),
 				fmtTime(d.FirstSeen), fmtTime(d.LastSeen))

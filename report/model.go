@@ -143,6 +143,11 @@ type Destination struct {
 	Credentials map[string]int64 `json:"credentials,omitempty"`
 	// Rules are the rules that decided allowed requests, "ns/policy#index".
 	Rules []string `json:"rules,omitempty"`
+	// Pods are the pods that asked for this destination (who asked, not
+	// only which workload); PodsTruncated: more than MaxSet, the first
+	// listed.
+	Pods          []string `json:"pods"`
+	PodsTruncated bool     `json:"pods_truncated,omitempty"`
 	// Peers are the distinct addresses connected to.
 	Peers          []string  `json:"peers,omitempty"`
 	PeersTruncated bool      `json:"peers_truncated,omitempty"`

@@ -120,8 +120,11 @@ func detail(d *Destination) []string {
 	if r := notAllowed(d.Reasons); len(r) > 0 {
 		parts = append(parts, "reasons "+kvs(r, " "))
 	}
-	if o := d.Outcomes; len(o) > 0 && !(len(o) == 1 && o["ok"] > 0) {
-		parts = append(parts, "outcomes "+kvs(o, " "))
+	if len(d.Outcomes) > 0 {
+		parts = append(parts, "outcomes "+kvs(d.Outcomes, " "))
+	}
+	if len(d.Pods) > 0 {
+		parts = append(parts, "pods "+strings.Join(listMore(d.Pods, d.PodsTruncated), " "))
 	}
 	if len(d.TLS) > 0 {
 		parts = append(parts, "tls "+kvs(d.TLS, " "))

@@ -24,6 +24,11 @@ type Result struct {
 	Skipped map[string]int64
 	// LeftOut are hosts that needed a rule but did not get one, with why.
 	LeftOut []string
+	// Denied are the hosts enforce mode denied (verdict deny, not the
+	// never class): never placed in a rule nor under a folded pattern,
+	// listed with reason, counts and first/last seen for a person to
+	// judge. Allowing one is a decision, not a suggestion.
+	Denied []string
 	// Records is the number of records of the namespace that were read.
 	Records int64
 	Period  auditlog.Period
@@ -86,9 +91,17 @@ type rule struct {
 
 func (s *Suggester) build(w *workload, ix *podIndex, clash bool, res *Result) *Suggestion {
 	var cands []*cand
+	denied := map[string]bool{}
+	for _, c := range w.cands {
+		if c.classes[auditlog.ClassDeny] > 0 {
+			denied[c.host] = true
+		}
+	}
 	for _, c := range sortedCands(w.cands) {
 		where := fmt.Sprintf("%s %s/%s: %s", w.ns, w.w.Kind, w.w.Name, hostPort(c.hostPort).String())
 		switch {
+		case denied[c.host]:
+			res.Denied = append(res.Denied, where+": "+seen(c))
 		case c.never.IsValid():
 			res.LeftOut = append(res.LeftOut, fmt.Sprintf("%s: resolved to %s, which no rule may open", where, c.never))
 		case len(c.private) > 0 && !c.public && len(c.cidrs) == 0:
@@ -100,7 +113,7 @@ func (s *Suggester) build(w *workload, ix *podIndex, clash bool, res *Result) *S
 	if len(cands) == 0 {
 		return nil
 	}
-	rules := s.fold(cands)
+	rules := s.fold(cands, denied)
 	for _, r := range rules {
 		if r.purpose == "" {
 			r.purpose = "TODO"
@@ -152,8 +165,9 @@ func (s *Suggester) build(w *workload, ix *podIndex, clash bool, res *Result) *S
 // fold turns candidates into rules: one per host and port, except that
 // Fold or more hosts under one registrable domain (on one port) become one
 // "**.<common parent>" rule when the pattern passes ParsePattern (no
-// public suffix) and Lint (no privately registered suffix).
-func (s *Suggester) fold(cands []*cand) []*rule {
+// public suffix) and Lint (no privately registered suffix) and matches no
+// host that enforce mode denied.
+func (s *Suggester) fold(cands []*cand, denied map[string]bool) []*rule {
 	type group struct {
 		domain string
 		port   int
@@ -176,7 +190,7 @@ func (s *Suggester) fold(cands []*cand) []*rule {
 	slices.SortFunc(keys, func(a, b group) int { return cmp.Or(strings.Compare(a.domain, b.domain), cmp.Compare(a.port, b.port)) })
 	for _, g := range keys {
 		members := groups[g]
-		if pattern, ok := s.foldPattern(g.domain, members); ok {
+		if pattern, ok := s.foldPattern(g.domain, members, denied); ok {
 			r := &rule{pattern: pattern, port: g.port, covers: members}
 			hosts := make([]string, len(members))
 			var requests int64
@@ -203,8 +217,9 @@ func (s *Suggester) fold(cands []*cand) []*rule {
 
 // foldPattern returns "**.<parent>" for the members, where parent is their
 // longest common parent at or below the registrable domain, when there
-// are at least Fold of them and the pattern passes policy's checks.
-func (s *Suggester) foldPattern(domain string, members []*cand) (string, bool) {
+// are at least Fold of them, the pattern passes policy's checks and it
+// matches none of the denied hosts.
+func (s *Suggester) foldPattern(domain string, members []*cand, denied map[string]bool) (string, bool) {
 	if s.cfg.Fold < 2 || len(members) < s.cfg.Fold {
 		return "", false
 	}
@@ -227,6 +242,11 @@ func (s *Suggester) foldPattern(domain string, members []*cand) (string, bool) {
 	for _, c := range members {
 		if !pat.Match(c.host) {
 			return "", false
+		}
+	}
+	for h := range denied {
+		if pat.Match(h) {
+			return "", false // the wildcard would open what enforce denied
 		}
 	}
 	doc := policy.Document{Origin: "fold", Policy: policy.EgressPolicy{

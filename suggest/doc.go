@@ -1,7 +1,11 @@
 // Package suggest writes EgressPolicy documents that would allow what
-// audit records show egressd allowed in audit mode with would_deny, or
-// denied in enforce mode because no rule named the host or the port
-// (docs/design.md, "Reports and verification": egressd suggest).
+// audit records show egressd allowed in audit mode with would_deny because
+// no rule named the host or the port (docs/design.md, "Reports and
+// verification": egressd suggest). A host that enforce mode denied is
+// never placed in a rule nor under a folded pattern: it is listed in a
+// comment ("denied in enforce mode, not suggested") with its reasons,
+// counts and first/last seen. Allowing what enforce refused is a person's
+// decision (issue 23: the redirect to an attacker's host was one).
 //
 // Records come through package auditlog's reader and merger (plain, gzip,
 // kubectl --prefix, merged by id), the same as egressd report's. Per workload (client.workload, or the
@@ -22,10 +26,11 @@
 //     nor a privately registered one such as s3.amazonaws.com (Lint);
 //   - owner: TODO, and purpose "redirect target of H" for a host that a
 //     recorded redirect of the same pod named (http.redirect_host of a
-//     plain HTTP or an inspected record: exact), else "redirect target of
-//     H?" for a host first seen within five seconds after an allowed
-//     request of the same pod to H (a guess by timing), purpose TODO
-//     otherwise.
+//     plain HTTP or an inspected record: exact); with GuessRedirects
+//     (--guess-redirects, off by default: an OTel export and an LLM call
+//     a second apart are not a redirect) "redirect target of H?" for a
+//     host first seen within five seconds after an allowed request of the
+//     same pod to H; purpose TODO otherwise.
 //
 // It never suggests the never class (metadata, link-local, reserved,
 // self), unknown clients, IP literals, names that are not valid host

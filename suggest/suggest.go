@@ -33,8 +33,16 @@ type Config struct {
 	// not suggested (the guard would refuse it anyway). None may overlap
 	// the never class.
 	CIDRs []netip.Prefix
+	// GuessRedirects turns on the timing guess: a host first seen within
+	// RedirectWindow after an allowed request of the same pod gets the
+	// purpose "redirect target of H?". False (the zero value) writes
+	// "redirect target of H" only from a recorded redirect
+	// (http.redirect_host): two unrelated requests a second apart are not
+	// a redirect.
+	GuessRedirects bool
 	// RedirectWindow is how soon after an allowed request of the same pod
-	// a new host counts as its redirect target; zero means 5s.
+	// a new host counts as its redirect target (with GuessRedirects); zero
+	// means 5s.
 	RedirectWindow time.Duration
 }
 
@@ -166,8 +174,10 @@ func (s *Suggester) Add(r *auditlog.Record) {
 		s.period.To = r.Time
 	}
 	pk := podKey{r.Client.Namespace, r.Client.Pod}
-	if r.Verdict == "allow" {
+	if r.Verdict == "allow" && s.cfg.GuessRedirects {
 		s.timeline[pk] = append(s.timeline[pk], event{r.Start.UnixNano(), r.Host})
+	}
+	if r.Verdict == "allow" {
 		// An ambiguous redirect (clients disagree on its host) is an
 		// attack shape, never a rule.
 		if r.HTTP != nil && r.HTTP.RedirectHost != "" && r.HTTP.RedirectHost != r.Host && !r.HTTP.RedirectAmbiguous {
@@ -285,12 +295,16 @@ func badHost(h string) string {
 
 // redirectSource returns the source a recorded HTTP redirect named (a
 // plain HTTP record or an inspected one with http.redirect_host: exact),
-// else the host whose allowed request by the same pod came at most
-// RedirectWindow before c was first seen (the latest such: a guess).
+// else, with GuessRedirects, the host whose allowed request by the same
+// pod came at most RedirectWindow before c was first seen (the latest
+// such: a guess).
 func (s *Suggester) redirectSource(ns string, c *cand) (src string, exact bool) {
 	pk := podKey{ns, c.firstPod}
 	if src := s.redirects[pk][c.host]; src != "" {
 		return src, true
+	}
+	if !s.cfg.GuessRedirects {
+		return "", false
 	}
 	first := c.first.UnixNano()
 	from := first - int64(s.cfg.RedirectWindow)

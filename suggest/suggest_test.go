@@ -92,7 +92,7 @@ func TestSuggest(t *testing.T) {
 	}{
 		{
 			name: "audit mode: a download and its redirect",
-			cfg:  Config{Pods: pods},
+			cfg:  Config{Pods: pods, GuessRedirects: true},
 			recs: []*record.Record{
 				rec(0, "models.example.com", 443, "allow", "not-allowlisted"),
 				rec(300, "eu1.blob.example.net", 443, "allow", "not-allowlisted"),
@@ -107,18 +107,29 @@ func TestSuggest(t *testing.T) {
 		},
 		{
 			name: "a host first seen 6 s after is no redirect target; a denied request is no source",
+			cfg:  Config{GuessRedirects: true},
 			recs: []*record.Record{
 				rec(0, "models.example.com", 443, "allow", "allowed"),
-				rec(6000, "eu1.blob.example.net", 443, "deny", "not-allowlisted"),
-				rec(4000, "cdn.example.org", 443, "deny", "port-not-allowed"),
-				rec(14000, "cdn.example.org", 443, "deny", "not-allowlisted"),
+				rec(10000, "eu1.blob.example.net", 443, "allow", "not-allowlisted"),
+				rec(4000, "cdn.example.org", 443, "allow", "port-not-allowed"),
+				rec(9000, "x.example.org", 443, "deny", "not-allowlisted"),
+				rec(14000, "cdn.example.org", 443, "allow", "not-allowlisted"),
 			},
 			want: want{
 				rules:    []string{"cdn.example.org:443 redirect target of models.example.com?", "eu1.blob.example.net:443 TODO"},
 				labels:   map[string]string{"app.kubernetes.io/name": "llm-server"},
 				fallback: true,
-				output:   []string{"# podSelector: a guess"},
+				output:   []string{"# podSelector: a guess", "# denied in enforce mode, not suggested: llm-prod Deployment/llm-server: x.example.org:443"},
 			},
+		},
+		{
+			name: "the timing guess is off by default",
+			recs: []*record.Record{
+				rec(0, "models.example.com", 443, "allow", "allowed"),
+				rec(300, "eu1.blob.example.net", 443, "allow", "not-allowlisted"),
+			},
+			want: want{rules: []string{"eu1.blob.example.net:443 TODO"}, fallback: true,
+				labels: map[string]string{"app.kubernetes.io/name": "llm-server"}},
 		},
 		{
 			name: "plain HTTP names its redirect",
@@ -233,15 +244,7 @@ func TestSuggest(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := Build(tc.cfg, writeRecords(t, tc.recs...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			if err := res.WriteYAML(&out); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("\n%s", out.String())
+			res, out := buildYAML(t, tc.cfg, tc.recs)
 			if len(res.Policies) != 1 {
 				t.Fatalf("%d policies, want 1", len(res.Policies))
 			}
@@ -283,6 +286,21 @@ func TestSuggest(t *testing.T) {
 	}
 }
 
+// buildYAML builds the suggestions of recs and writes their YAML.
+func buildYAML(t *testing.T, cfg Config, recs []*record.Record) (*Result, *bytes.Buffer) {
+	t.Helper()
+	res, err := Build(cfg, writeRecords(t, recs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := res.WriteYAML(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	return res, &out
+}
+
 // replay checks what egressd check and egressd run would: the YAML parses
 // and validates, lints clean, and the compiled snapshot allows every
 // suggested request of the records for the pod as the pods file (or the
@@ -306,7 +324,7 @@ func replay(t *testing.T, yaml []byte, recs []*record.Record, cfg Config) {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		if r.Verdict == "allow" && r.Reason == "allowed" || r.Client.Pod == "" || r.Probe != "" || badHost(r.Host) != "" || !suggestable[r.Reason] {
+		if r.Verdict == "allow" && r.Reason == "allowed" || r.Verdict == "deny" || r.Client.Pod == "" || r.Probe != "" || badHost(r.Host) != "" || !suggestable[r.Reason] {
 			continue
 		}
 		if strings.HasPrefix(r.Peer, "10.") && len(cfg.CIDRs) == 0 || r.DNS != nil {
@@ -406,4 +424,73 @@ func FuzzSuggest(f *testing.F) {
 			t.Fatalf("output does not parse: %v\n%s", err, out.String())
 		}
 	})
+}
+
+// TestEnforceDenialsNeverSuggested is issue 23's point 3 on enforce-mode
+// records: an inspected 302 of models.demo.test sends the pod to
+// exfil.demo.test, which enforce denied; an OTel collector and an LLM API
+// (the latter would-deny under a policy in audit mode) came 1 s apart.
+// The denied host gets no rule, not even under a fold of its siblings,
+// and is listed with its reason, count and first/last seen; the timing
+// coincidence is a redirect only with GuessRedirects, and then never for
+// the denied host.
+func TestEnforceDenialsNeverSuggested(t *testing.T) {
+	recs := []*record.Record{
+		with(rec(0, "models.demo.test", 443, "allow", "allowed"), func(r *record.Record) {
+			r.Kind, r.Tunnel = record.KindInspected, "tunnel-1"
+			r.HTTP = &record.HTTP{Method: "GET", Status: 302, RedirectHost: "exfil.demo.test"}
+		}),
+		rec(200, "exfil.demo.test", 443, "deny", "not-allowlisted"),
+		rec(900, "exfil.demo.test", 443, "deny", "not-allowlisted"),
+		rec(10000, "otel.demo.test", 4318, "allow", "allowed"),
+		rec(11000, "api.llm.example", 443, "allow", "not-allowlisted"), // would-deny
+		rec(20000, "a.demo.test", 443, "allow", "not-allowlisted"),
+		rec(21000, "b.demo.test", 443, "allow", "not-allowlisted"),
+		rec(22000, "c.demo.test", 443, "allow", "not-allowlisted"),
+		rec(23000, "169.254.169.254", 80, "deny", "metadata"),
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		rules []string
+	}{
+		{"default", Config{}, []string{"a.demo.test:443 TODO", "api.llm.example:443 TODO", "b.demo.test:443 TODO", "c.demo.test:443 TODO"}},
+		{"--guess-redirects", Config{GuessRedirects: true}, []string{"a.demo.test:443 TODO",
+			"api.llm.example:443 redirect target of otel.demo.test?", "b.demo.test:443 redirect target of a.demo.test?",
+			"c.demo.test:443 redirect target of b.demo.test?"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, out := buildYAML(t, tc.cfg, recs)
+			var got []string
+			for _, r := range res.Policies[0].Doc.Policy.Spec.Egress {
+				got = append(got, r.Hosts[0]+":"+itoa(int(r.Ports[0]))+" "+r.Purpose)
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.rules, "\n") {
+				t.Errorf("rules\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.rules, "\n"))
+			}
+			yaml := out.String()
+			want := "# denied in enforce mode, not suggested: llm-prod Deployment/llm-server: exfil.demo.test:443: 2 requests (2 deny; not-allowlisted=2) from 1 pod, first 2026-07-01T10:00:00Z, last 2026-07-01T10:00:01Z."
+			if !strings.Contains(yaml, want) {
+				t.Errorf("output lacks\n%s", want)
+			}
+			for _, line := range strings.Split(yaml, "\n") {
+				if !strings.HasPrefix(strings.TrimSpace(line), "#") && (strings.Contains(line, "exfil") || strings.Contains(line, "169.254")) {
+					t.Errorf("a denied host reaches the policy: %s", line)
+				}
+			}
+			docs, err := policy.Parse("suggested.yaml", out.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := policy.Compile(docs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &policy.Client{Namespace: "llm-prod", Pod: "llm-server-7d9f8-abcde", ServiceAccount: "llm-server",
+				Labels: map[string]string{"app.kubernetes.io/name": "llm-server"}}
+			if d := snap.Decide(policy.DecideArgs{Client: c, Host: "exfil.demo.test", Port: 443}); d.Allowed() {
+				t.Errorf("the suggestion allows exfil.demo.test: %s", d.Reason)
+			}
+		})
+	}
 }

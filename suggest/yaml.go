@@ -39,6 +39,9 @@ func (res *Result) WriteYAML(out io.Writer) error {
 	for _, l := range res.LeftOut {
 		p("# Left out: %s.", oneLine(l))
 	}
+	for _, l := range res.Denied {
+		p("# denied in enforce mode, not suggested: %s.", oneLine(l))
+	}
 	for _, sg := range res.Policies {
 		pol := &sg.Doc.Policy
 		p("---")

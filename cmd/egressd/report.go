@@ -119,6 +119,13 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "egressd report: %v\n", err)
 		return 1
 	}
+	if n := rep.Input.Unreadable(); n > 0 {
+		fmt.Fprintf(stderr, "egressd report: %d of %d lines were not audit records (skipped)\n", n, rep.Input.Lines)
+	}
+	if err := rep.Input.Check(); err != nil {
+		fmt.Fprintf(stderr, "egressd report: %v\n", err)
+		return 1
+	}
 	if err := report.Render(stdout, rep, *format); err != nil {
 		fmt.Fprintf(stderr, "egressd report: %v\n", err)
 		return 1

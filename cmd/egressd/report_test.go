@@ -91,6 +91,19 @@ func TestReportCommand(t *testing.T) {
 		{name: "missing file", args: []string{"report", "no/such/file"}, code: 1},
 		{name: "broken policy", args: []string{"report", "--policy", fixtures + "egressd-a.audit.jsonl", fixtures + "kubectl-logs.txt"}, code: 1},
 		{name: "help", args: []string{"report", "-h"}, code: 0},
+		// Issue 23: a clean-looking page of nothing was exit 0.
+		{name: "no line is a record", stdin: "not json\n{\"level\":\"INFO\",\"msg\":\"serving\"}\n", args: []string{"report", "-"}, code: 1,
+			check: func(t *testing.T, _ *report.Report, stdout, stderr string) {
+				if stdout != "" || !strings.Contains(stderr, "2 of 2 lines were not audit records") || !strings.Contains(stderr, "no line of the input is an audit record") {
+					t.Errorf("stdout %q stderr %q", stdout, stderr)
+				}
+			}},
+		{name: "unreadable lines beside records are counted", stdin: string(logs) + "not json\n", args: []string{"report", "--format", "json", "-"},
+			check: func(t *testing.T, rep *report.Report, _, stderr string) {
+				if !strings.Contains(stderr, " lines were not audit records (skipped)") || rep.Input.Skipped == 0 {
+					t.Errorf("stderr %q, input %+v", stderr, rep.Input)
+				}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

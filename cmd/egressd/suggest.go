@@ -22,20 +22,22 @@ func suggestMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: egressd suggest [flags] [FILE|DIR|-]...\n\n"+
 			"Writes an EgressPolicy per workload that would allow what the records show:\n"+
-			"audit-mode requests with would_deny and enforce-mode denials of hosts or\n"+
-			"ports no rule names. Review it, then check it with egressd check.\n\n")
+			"audit-mode requests with would_deny. Hosts that enforce mode denied are\n"+
+			"never suggested: they are listed in a comment. Review it, then check it\n"+
+			"with egressd check.\n\n")
 		fs.PrintDefaults()
 	}
 	namespace := fs.String("namespace", "", "only this namespace")
 	fold := fs.Int("fold", 3, "fold this many sibling hosts under one registrable domain into **.<parent> (-1: never)")
 	pods := fs.String("pods", "", "pods file (as egressd run --pods reads it): podSelector from the workloads' pod labels")
+	guess := fs.Bool("guess-redirects", false, "purpose \"redirect target of H?\" for a host first seen within 5s after an allowed request of the same pod (a guess by timing; recorded redirects are always named)")
 	var cidrs stringList
 	fs.Var(&cidrs, "cidr", "private range a suggested rule may open (repeatable): hosts that resolved inside it get it in cidrs")
 	inputs, code := parseWithInputs(fs, args, stderr)
 	if code >= 0 {
 		return code
 	}
-	cfg := suggest.Config{Namespace: *namespace, Fold: *fold}
+	cfg := suggest.Config{Namespace: *namespace, Fold: *fold, GuessRedirects: *guess}
 	var errs []error
 	for _, c := range cidrs {
 		p, err := netip.ParsePrefix(c)

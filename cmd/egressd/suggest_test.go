@@ -46,7 +46,12 @@ func TestEndToEndSuggest(t *testing.T) {
 	records := filepath.Join(dir, "audit.jsonl")
 	writeFile(t, records, audit.audit.String())
 
+	// Without --guess-redirects no purpose is a guess by timing.
 	code, yaml, stderr := runCmd(t, "", "suggest", "--pods", pods, "--cidr", "127.0.0.0/8", records)
+	if code != 0 || strings.Contains(yaml, "redirect target of") {
+		t.Fatalf("suggest: exit %d: %s%s", code, yaml, stderr)
+	}
+	code, yaml, stderr = runCmd(t, "", "suggest", "--guess-redirects", "--pods", pods, "--cidr", "127.0.0.0/8", records)
 	if code != 0 {
 		t.Fatalf("suggest: exit %d: %s", code, stderr)
 	}

@@ -22,12 +22,13 @@ type ResponseWriter struct {
 	header http.Header
 
 	wrote   bool
-	bodyOK  bool  // the response has a body (not HEAD, 204, 304)
-	chunked bool  // framed with chunked coding
-	cl      int64 // declared Content-Length; -1: none
-	n       int64 // body bytes written
-	close   bool  // the connection closes after this response
-	err     error // first write error towards the client
+	bodyOK  bool   // the response has a body (not HEAD, 204, 304)
+	chunked bool   // framed with chunked coding
+	cl      int64  // declared Content-Length; -1: none
+	n       int64  // body bytes written
+	close   bool   // the connection closes after this response
+	err     error  // first write error towards the client
+	reason  string // egressd's own response: the reason phrase's words (SetRefusal)
 }
 
 func (w *ResponseWriter) init(c *Conn, h *Head) {
@@ -92,8 +93,12 @@ func (w *ResponseWriter) WriteHeader(code int) {
 
 // writeHead writes a status line and the header; wmu is held.
 func (w *ResponseWriter) writeHead(code int) {
-	var b [64]byte
-	w.write(AppendStatusLine(b[:0], code))
+	var b [96]byte // the longest status line with a reason phrase fits
+	reason := ""
+	if code >= 200 {
+		reason = w.reason
+	}
+	w.write(appendStatusLine(b[:0], code, reason))
 	if err := w.header.Write(w.bw); err != nil && w.err == nil {
 		w.err = err
 	}

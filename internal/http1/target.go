@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -83,15 +82,14 @@ func AuthorityHost(s string, bare bool) string {
 }
 
 // AppendStatusLine appends an HTTP/1.1 status line, CRLF included.
-func AppendStatusLine(b []byte, code int) []byte {
+func AppendStatusLine(b []byte, code int) []byte { return appendStatusLine(b, code, "") }
+
+// appendStatusLine appends a status line whose reason phrase carries
+// egressd's reason when there is one (AppendReasonPhrase).
+func appendStatusLine(b []byte, code int, reason string) []byte {
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, ' ')
-	if t := http.StatusText(code); t != "" {
-		b = append(b, t...)
-	} else {
-		b = append(b, "status "...)
-		b = strconv.AppendInt(b, int64(code), 10)
-	}
+	b = AppendReasonPhrase(b, code, reason)
 	return append(b, "\r\n"...)
 }

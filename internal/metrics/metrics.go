@@ -14,6 +14,7 @@ import (
 // tests that do not look at metrics pass New().
 type Metrics struct {
 	Requests       *prometheus.CounterVec   // kind, verdict, reason, probe
+	Outcomes       *prometheus.CounterVec   // kind, outcome: counted where records are written (package audit)
 	DNSQueries     *prometheus.CounterVec   // verdict, rcode
 	DialSeconds    *prometheus.HistogramVec // result: ok, error
 	DNSSeconds     *prometheus.HistogramVec // result: ok, error, stale
@@ -55,6 +56,9 @@ func New() *Metrics {
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "egressd_requests_total", Help: "Proxied requests, tunnels and DNS queries by kind, verdict and reason; probe is \"true\" for requests of egressd probe, so that alerts can leave them out.",
 		}, []string{"kind", "verdict", "reason", "probe"}),
+		Outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "egressd_outcomes_total", Help: "Requests, tunnels, inspected exchanges and DNS queries by kind and outcome (refused, ok, resolve-failed, dial-failed, upstream-tls-failed, client-tls-failed, …), counted as their end records are written.",
+		}, []string{"kind", "outcome"}),
 		DNSQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "egressd_dns_queries_total", Help: "DNS queries answered by verdict and rcode.",
 		}, []string{"verdict", "rcode"}),
@@ -116,7 +120,7 @@ func New() *Metrics {
 
 // Register registers every collector on reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.Requests, m.DNSQueries, m.DialSeconds, m.DNSSeconds,
+	for _, c := range []prometheus.Collector{m.Requests, m.Outcomes, m.DNSQueries, m.DialSeconds, m.DNSSeconds,
 		m.ActiveTunnels, m.BytesRelayed, m.CacheHits, m.CacheMisses, m.CacheSize, m.Reloads,
 		m.ReloadErrors, m.PolicyStale, m.Identities, m.Policies, m.AuditWritten, m.AuditFailed,
 		m.AuditDropped, m.AuditAvailable, m.AuditCheckpoints, m.UpstreamErrors, m.InspectLeaves, m.ResponseHeadsTooLarge} {

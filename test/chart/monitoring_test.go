@@ -381,3 +381,30 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 	})
 }
+
+// TestOutcomeAlerts (issue 23): the PrometheusRule alerts on sustained
+// rates of the outcomes a verdict never shows, each from
+// egressd_outcomes_total, sustained (for:) rather than on one failure.
+func TestOutcomeAlerts(t *testing.T) {
+	pr := find(t, render(t, "llm-prod", nil, "prometheusRule.enabled=true"), "PrometheusRule", "egressd")
+	groups, _, _ := unstructured.NestedSlice(pr.Object, "spec", "groups")
+	rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
+	exprs := map[string]map[string]any{}
+	for _, r := range rules {
+		rule := r.(map[string]any)
+		name, _ := rule["alert"].(string)
+		exprs[name] = rule
+	}
+	for alert, outcome := range map[string]string{
+		"EgressdUpstreamTLSFailing": `outcome="upstream-tls-failed"`,
+		"EgressdClientTLSFailing":   `outcome="client-tls-failed"`,
+		"EgressdDialFailing":        `outcome=~"dial-failed|dial-timeout"`,
+		"EgressdResolveFailing":     `outcome="resolve-failed"`,
+	} {
+		rule := exprs[alert]
+		expr, _ := rule["expr"].(string)
+		if !strings.Contains(expr, "rate(egressd_outcomes_total{") || !strings.Contains(expr, outcome) || rule["for"] == nil {
+			t.Errorf("%s: %q (for %v), want a sustained rate of egressd_outcomes_total with %s", alert, expr, rule["for"], outcome)
+		}
+	}
+}
