@@ -99,6 +99,7 @@ type runOptions struct {
 	inspectCACert, inspectCAKey, upstreamCA string
 
 	webhook webhookOptions
+	export  exportOptions
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -141,6 +142,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.inspectCAKey, "inspect-ca-key", "", "PEM private key of --inspect-ca-cert; never logged")
 	fs.StringVar(&o.upstreamCA, "upstream-ca", "", "PEM bundle added to the system roots that verify inspected origins")
 	o.webhook.flags(fs)
+	o.export.flags(fs)
 }
 
 // validate checks the flags with errors a person can act on.
@@ -220,6 +222,9 @@ func (o *runOptions) validate() error {
 		errs = append(errs, errors.New("--upstream-ca verifies inspected origins: it needs --inspect-ca-cert and --inspect-ca-key"))
 	}
 	if err := o.webhook.validate(o); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.export.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

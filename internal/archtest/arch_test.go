@@ -115,6 +115,8 @@ var rules = []rule{
 		onlyModule: []string{}, mustNot: []string{clientGo}},
 	{pkg: "certs", why: "the one CA loader and issuer must not import any other package of this module",
 		onlyModule: []string{}},
+	{pkg: "export", why: "export ships records to a log engine: it reads them with auditlog and never reaches the serving packages, audit, kube, cmd or client-go (cmd hands it to audit as a writer)",
+		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
 	{pkg: "internal/watch", why: "watch polls files; it imports no other package of this module",
 		onlyModule: []string{}},
 }
@@ -191,7 +193,7 @@ var importedOnlyBy = []struct {
 // the test trees and the internal test helpers. Everything else serves
 // (internal/ also holds plumbing of the serving code: limit, watch,
 // metrics).
-var support = []string{"bench", "examples", "test", "internal/archtest", "internal/dnstest", "internal/k8stest", "internal/testutil"}
+var support = []string{"bench", "examples", "test", "internal/archtest", "internal/dnstest", "internal/k8stest", "internal/testutil", "internal/vlogstest"}
 
 // check returns every broken rule in pkgs, one line each.
 func check(pkgs []pkg) []string {
@@ -216,6 +218,8 @@ func check(pkgs []pkg) []string {
 				bad = append(bad, fmt.Sprintf("%s depends on %s: the test trees are not imported", self, dep))
 			case under(dep, "internal/k8stest"):
 				bad = append(bad, fmt.Sprintf("%s depends on %s: k8stest is for _test.go files only", self, dep))
+			case under(dep, "internal/vlogstest") && !under(self, "bench"):
+				bad = append(bad, fmt.Sprintf("%s depends on %s: vlogstest is for tests and bench/ only", self, dep))
 			case under(dep, "internal/testutil") && !under(self, "bench"):
 				bad = append(bad, fmt.Sprintf("%s depends on %s: testutil is for tests and bench/ only", self, dep))
 			case under(dep, "kube/rbac") && serving:
