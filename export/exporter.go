@@ -23,6 +23,9 @@ const (
 	DefaultTimeout         = 10 * time.Second
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultMaxRetryBackoff = 5 * time.Second
+	// DefaultResendWindow is twice VictoriaLogs' default
+	// -inmemoryDataFlushInterval (5 s).
+	DefaultResendWindow = 10 * time.Second
 	// MinSpoolMax is the smallest --audit-spool-max: two of the audit
 	// sink's largest writes.
 	MinSpoolMax = 1 << 20
@@ -52,6 +55,11 @@ type Config struct {
 	// RetryBackoff is the wait after a failed request; it doubles after
 	// each failure up to MaxRetryBackoff. Zero means the defaults.
 	RetryBackoff, MaxRetryBackoff time.Duration
+	// ResendWindow is how long an acknowledged batch is kept: when a
+	// request fails within it after the acknowledgement (the engine
+	// restarted, and may have lost what it had not saved yet), the batch
+	// is sent again. Zero means DefaultResendWindow; negative never.
+	ResendWindow time.Duration
 	// Client sends the requests; nil means one with Timeout.
 	Client *http.Client
 	// Logger is the operational log; nil means none.
@@ -112,6 +120,9 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	if cfg.MaxRetryBackoff <= 0 {
 		cfg.MaxRetryBackoff = max(DefaultMaxRetryBackoff, cfg.RetryBackoff)
+	}
+	if cfg.ResendWindow == 0 {
+		cfg.ResendWindow = DefaultResendWindow
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: cfg.Timeout}
@@ -188,6 +199,9 @@ func (x *Exporter) run() {
 	defer tick.Stop()
 	failures := 0
 	for {
+		if x.cfg.ResendWindow > 0 {
+			x.spool.expire(x.cfg.Now(), x.cfg.ResendWindow)
+		}
 		g := x.spool.oldest(true)
 		if g == nil {
 			x.mu.Lock()
@@ -205,7 +219,7 @@ func (x *Exporter) run() {
 		if err == nil {
 			failures = 0
 			x.m.sent.Add(float64(n))
-			if err := x.spool.remove(g); err != nil {
+			if err := x.spool.ack(g, x.cfg.Now(), x.cfg.ResendWindow); err != nil {
 				x.cfg.Logger.Error("audit export: acknowledged records stay in the spool and will be sent again", "error", err.Error())
 			}
 			continue
@@ -215,6 +229,9 @@ func (x *Exporter) run() {
 		}
 		failures++
 		x.m.retried.Add(float64(n))
+		if k := x.spool.resend(); k > 0 {
+			x.cfg.Logger.Warn("audit export: the engine failed after acknowledging; sending its last batches again", "batches", k)
+		}
 		backoff := x.cfg.RetryBackoff
 		for i := 1; i < failures && backoff < x.cfg.MaxRetryBackoff; i++ {
 			backoff *= 2

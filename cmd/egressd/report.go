@@ -44,6 +44,7 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.Var(&policies, "policy", "policy file or directory (repeatable): list its rules that matched nothing")
 	useKube := fs.Bool("kube", false, "read the EgressPolicies of --namespace from the Kubernetes API: list rules that matched nothing")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file for --kube (default: in-cluster)")
+	from := fs.String("from", "", "read the records from a log engine instead of files: its base URL (VictoriaLogs, http://HOST:9428)")
 	inputs, code := parseWithInputs(fs, args, stderr)
 	if code >= 0 {
 		return code
@@ -78,6 +79,9 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if *from != "" && len(inputs) > 0 {
+		errs = append(errs, errors.New("--from reads a log engine: give it or FILE|DIR|-, not both"))
+	}
 	if len(errs) > 0 {
 		fmt.Fprintf(stderr, "egressd report: %v\n", errors.Join(errs...))
 		return 2
@@ -101,11 +105,16 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			return 1
 		}
 	}
-	if stdinIsTerminal(inputs, stdin) {
-		fmt.Fprintln(stderr, "egressd report: no input: give FILE, DIR or - (stdin is a terminal)")
-		return 2
+	var ins []auditlog.Input
+	if *from != "" {
+		ins, err = engineInputs(ctx, *from, auditlog.Query{Since: cfg.Since, Namespace: cfg.Namespace, Workload: cfg.Workload})
+	} else {
+		if stdinIsTerminal(inputs, stdin) {
+			fmt.Fprintln(stderr, "egressd report: no input: give FILE, DIR or - (stdin is a terminal)")
+			return 2
+		}
+		ins, err = auditlog.Inputs(inputs, stdin)
 	}
-	ins, err := auditlog.Inputs(inputs, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "egressd report: %v\n", err)
 		return 1
@@ -214,4 +223,14 @@ func stdinIsTerminal(inputs []string, stdin io.Reader) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// engineInputs is the one input of --from: the log engine's answer to q,
+// streamed.
+func engineInputs(ctx context.Context, from string, q auditlog.Query) ([]auditlog.Input, error) {
+	eng, err := auditlog.NewVictoriaLogs(from, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	return []auditlog.Input{auditlog.EngineInput(ctx, eng, q)}, nil
 }
