@@ -33,7 +33,7 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			"kubectl logs --prefix output), merges replicas by id and prints a report.\n\n")
 		fs.PrintDefaults()
 	}
-	format := fs.String("format", "table", "table, json, csv, markdown, dot or html")
+	format := fs.String("format", "table", "table, json, csv, markdown, dot or html; or ocsf: one OCSF 1.3 event per request instead of a report")
 	since := fs.String("since", "", "only requests open at or after this: a duration back from now (24h, 7d) or a time (2026-07-01, RFC 3339)")
 	until := fs.String("until", "", "only requests that started at or before this: a time, or a duration back from now")
 	namespace := fs.String("namespace", "", "only this namespace (unknown clients stay listed)")
@@ -51,7 +51,7 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	cfg := report.Config{Namespace: *namespace, Verdict: *verdict, Probes: *probes}
 	var errs []error
-	if !report.ValidFormat(*format) {
+	if !report.ValidFormat(*format) && *format != report.FormatOCSF {
 		errs = append(errs, fmt.Errorf("--format %q: want one of %s", *format, strings.Join(report.Formats, ", ")))
 	}
 	var err error
@@ -118,6 +118,13 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		fmt.Fprintf(stderr, "egressd report: %v\n", err)
 		return 1
+	}
+	if *format == report.FormatOCSF {
+		if _, err := report.WriteOCSF(stdout, cfg, ins); err != nil {
+			fmt.Fprintf(stderr, "egressd report: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	rep, err := report.Build(cfg, ins)
 	if err != nil {
