@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/record"
+	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+	"google.golang.org/protobuf/proto"
 )
 
-// BenchmarkEncode is the sender's cost per record: decoding the line for
-// its attributes and marshalling the OTLP request (bench/export.md).
-func BenchmarkEncode(b *testing.B) {
+// testLines are 1000 record lines of 10 pods.
+func testLines(tb testing.TB) []byte {
 	var lines []byte
 	rule := 0
 	for i := range 1000 {
@@ -21,20 +22,63 @@ func BenchmarkEncode(b *testing.B) {
 			Peer: "203.0.113.10:443", TLS: &record.TLS{SNI: "models.example.com", Version: "TLS1.3", Result: "established"}, Outcome: "ok"}
 		var err error
 		if lines, err = record.AppendJSON(lines, r); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		lines = append(lines, '\n')
 	}
+	return append(lines, "not a record\n"...)
+}
+
+// BenchmarkEncode is the sender's cost per record: decoding the line for
+// its attributes and writing the OTLP request, with the protocol types'
+// structs and proto.Marshal, and with protowire (bench/export.md). One op
+// is one record.
+func BenchmarkEncode(b *testing.B) {
+	lines := testLines(b)
+	for _, c := range []struct {
+		name string
+		f    func(e *encoder) error
+	}{
+		{"proto", func(e *encoder) error { _, _, err := e.encode(lines, 1); return err }},
+		{"protowire", func(e *encoder) error { e.encodeWire(lines, 1); return nil }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			e, err := newEncoder()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(lines)) / 1001)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i += 1001 {
+				if err := c.f(e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestEncodeWireEqual: the protowire encoding is the protocol types'
+// message, a line that is no record included.
+func TestEncodeWireEqual(t *testing.T) {
+	lines := testLines(t)
 	e, err := newEncoder()
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	b.SetBytes(int64(len(lines)) / 1000)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i += 1000 {
-		if _, _, err := e.encode(lines, 1); err != nil {
-			b.Fatal(err)
-		}
+	want, n1, err := e.encode(lines, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, n2 := e.encodeWire(lines, 7)
+	var a, b logspb.LogsData
+	if err := proto.Unmarshal(want, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(got, &b); err != nil {
+		t.Fatalf("protowire output does not parse: %v", err)
+	}
+	if n1 != n2 || n1 != 1001 || !proto.Equal(&a, &b) {
+		t.Fatalf("protowire differs from the protocol types (%d, %d records)", n1, n2)
 	}
 }

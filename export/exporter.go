@@ -60,7 +60,8 @@ type Config struct {
 	// restarted, and may have lost what it had not saved yet), the batch
 	// is sent again. Zero means DefaultResendWindow; negative never.
 	ResendWindow time.Duration
-	// Client sends the requests; nil means one with Timeout.
+	// Client sends the requests; nil means one with Timeout that ignores
+	// HTTP_PROXY and HTTPS_PROXY.
 	Client *http.Client
 	// Logger is the operational log; nil means none.
 	Logger *slog.Logger
@@ -125,7 +126,11 @@ func New(cfg Config) (*Exporter, error) {
 		cfg.ResendWindow = DefaultResendWindow
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+		// Straight to the engine: egressd's own environment may name a
+		// proxy for something else.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = nil
+		cfg.Client = &http.Client{Timeout: cfg.Timeout, Transport: tr}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -254,10 +259,7 @@ func (x *Exporter) send(g *segment) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	body, n, err := x.enc.encode(lines, uint64(x.cfg.Now().UnixNano()))
-	if err != nil {
-		return n, fmt.Errorf("encode: %w", err)
-	}
+	body, n := x.enc.encodeWire(lines, uint64(x.cfg.Now().UnixNano()))
 	ctx, cancel := context.WithTimeout(x.ctx, x.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.endpoint, bytes.NewReader(body))

@@ -96,43 +96,72 @@ func (e *encoder) encode(lines []byte, observed uint64) ([]byte, int, error) {
 	return b, n, err
 }
 
-// resourceAttributes names the client pod by the Kubernetes resource
+// attrs takes attributes: the protocol types (protoAttrs) or protobuf
+// wire bytes (wireAttrs, wire.go). The mapping below is written once for
+// both.
+type attrs interface {
+	str(k, v string)
+	int(k string, v int64)
+}
+
+type protoAttrs struct{ kv []*commonpb.KeyValue }
+
+func (a *protoAttrs) str(k, v string) {
+	if v != "" {
+		a.kv = append(a.kv, &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}})
+	}
+}
+
+func (a *protoAttrs) int(k string, v int64) {
+	a.kv = append(a.kv, &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}})
+}
+
+func resourceAttributes(k resourceKey) []*commonpb.KeyValue {
+	var a protoAttrs
+	putResource(&a, k)
+	return a.kv
+}
+
+func attributes(r *record.Record) []*commonpb.KeyValue {
+	a := protoAttrs{kv: make([]*commonpb.KeyValue, 0, 16)}
+	putRecord(&a, r)
+	return a.kv
+}
+
+// putResource names the client pod by the Kubernetes resource
 // conventions (k8s.namespace.name, k8s.pod.name, k8s.pod.uid,
 // k8s.deployment.name, …). The service account has no convention:
 // egressd.client.service_account.
-func resourceAttributes(k resourceKey) []*commonpb.KeyValue {
-	var kv []*commonpb.KeyValue
-	kv = appendStr(kv, "k8s.namespace.name", k.ns)
-	kv = appendStr(kv, "k8s.pod.name", k.pod)
-	kv = appendStr(kv, "k8s.pod.uid", k.uid)
+func putResource(a attrs, k resourceKey) {
+	a.str("k8s.namespace.name", k.ns)
+	a.str("k8s.pod.name", k.pod)
+	a.str("k8s.pod.uid", k.uid)
 	if k.wkind != "" && k.wkind != "Pod" {
-		kv = appendStr(kv, "k8s."+strings.ToLower(k.wkind)+".name", k.wname)
+		a.str("k8s."+strings.ToLower(k.wkind)+".name", k.wname)
 	}
-	kv = appendStr(kv, "egressd.client.service_account", k.sa)
-	return kv
+	a.str("egressd.client.service_account", k.sa)
 }
 
-// Attribute names of a log record: the OpenTelemetry semantic conventions
-// where one exists, egressd.* for the rest (docs/operations.md lists them).
-func attributes(r *record.Record) []*commonpb.KeyValue {
-	kv := make([]*commonpb.KeyValue, 0, 16)
-	kv = appendStr(kv, "egressd.id", r.ID)
-	kv = appendStr(kv, "egressd.kind", r.Kind)
-	kv = appendStr(kv, "egressd.event", r.Event)
-	kv = appendStr(kv, "egressd.verdict", r.Verdict)
-	kv = appendStr(kv, "egressd.reason", r.Reason)
-	kv = appendStr(kv, "egressd.outcome", r.Outcome)
-	kv = appendStr(kv, "egressd.policy", r.Policy)
+// putRecord: the OpenTelemetry semantic conventions where one exists,
+// egressd.* for the rest (docs/operations.md lists them).
+func putRecord(a attrs, r *record.Record) {
+	a.str("egressd.id", r.ID)
+	a.str("egressd.kind", r.Kind)
+	a.str("egressd.event", r.Event)
+	a.str("egressd.verdict", r.Verdict)
+	a.str("egressd.reason", r.Reason)
+	a.str("egressd.outcome", r.Outcome)
+	a.str("egressd.policy", r.Policy)
 	if r.Rule != nil {
-		kv = appendInt(kv, "egressd.rule", int64(*r.Rule))
+		a.int("egressd.rule", int64(*r.Rule))
 	}
-	kv = appendStr(kv, "client.address", r.Client.IP)
+	a.str("client.address", r.Client.IP)
 	if r.Kind == record.KindDNS {
-		kv = appendStr(kv, "dns.question.name", r.Host)
+		a.str("dns.question.name", r.Host)
 	} else {
-		kv = appendStr(kv, "server.address", r.Host)
+		a.str("server.address", r.Host)
 		if r.Port != 0 {
-			kv = appendInt(kv, "server.port", int64(r.Port))
+			a.int("server.port", int64(r.Port))
 		}
 	}
 	if r.Peer != "" {
@@ -140,37 +169,25 @@ func attributes(r *record.Record) []*commonpb.KeyValue {
 		if err != nil {
 			host = r.Peer
 		}
-		kv = appendStr(kv, "network.peer.address", host)
+		a.str("network.peer.address", host)
 		if p, err := strconv.Atoi(port); err == nil {
-			kv = appendInt(kv, "network.peer.port", int64(p))
+			a.int("network.peer.port", int64(p))
 		}
 	}
 	if h := r.HTTP; h != nil {
-		kv = appendStr(kv, "http.request.method", h.Method)
+		a.str("http.request.method", h.Method)
 		if h.Status != 0 {
-			kv = appendInt(kv, "http.response.status_code", int64(h.Status))
+			a.int("http.response.status_code", int64(h.Status))
 		}
-		kv = appendStr(kv, "url.path", h.Path)
+		a.str("url.path", h.Path)
 	}
 	if t := r.TLS; t != nil {
 		// tls.protocol.version is "1.3", the name "tls" (semantic conventions).
 		if v, ok := strings.CutPrefix(t.Version, "TLS"); ok {
-			kv = appendStr(kv, "tls.protocol.name", "tls")
-			kv = appendStr(kv, "tls.protocol.version", strings.TrimSpace(v))
+			a.str("tls.protocol.name", "tls")
+			a.str("tls.protocol.version", strings.TrimSpace(v))
 		}
-		kv = appendStr(kv, "tls.server_name", t.SNI)
-		kv = appendStr(kv, "tls.cipher", t.Cipher)
+		a.str("tls.server_name", t.SNI)
+		a.str("tls.cipher", t.Cipher)
 	}
-	return kv
-}
-
-func appendStr(kv []*commonpb.KeyValue, k, v string) []*commonpb.KeyValue {
-	if v == "" {
-		return kv
-	}
-	return append(kv, &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}})
-}
-
-func appendInt(kv []*commonpb.KeyValue, k string, v int64) []*commonpb.KeyValue {
-	return append(kv, &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}})
 }
