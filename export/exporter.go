@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -234,8 +235,13 @@ func (x *Exporter) run() {
 		}
 		failures++
 		x.m.retried.Add(float64(n))
-		if k := x.spool.resend(); k > 0 {
-			x.cfg.Logger.Warn("audit export: the engine failed after acknowledging; sending its last batches again", "batches", k)
+		// Only an engine that went away (refused, reset) may have lost what
+		// it acknowledged: a slow one (a timeout) or an error status
+		// has not, and resending its last seconds would only slow it more.
+		if engineGone(err) {
+			if k := x.spool.resend(); k > 0 {
+				x.cfg.Logger.Warn("audit export: the engine went away after acknowledging; sending its last batches again", "batches", k)
+			}
 		}
 		backoff := x.cfg.RetryBackoff
 		for i := 1; i < failures && backoff < x.cfg.MaxRetryBackoff; i++ {
@@ -284,6 +290,13 @@ func (x *Exporter) send(g *segment) (int, error) {
 		return n, fmt.Errorf("%w: %s: %q", ErrEngine, resp.Status, bytes.TrimSpace(msg))
 	}
 	return n, nil
+}
+
+// engineGone reports whether err says the engine's process is gone:
+// connection refused or reset, or the connection closed mid-answer.
+func engineGone(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // redactURLError keeps the error but not the URL's query string.

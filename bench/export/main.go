@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -152,7 +153,8 @@ func keepUp(otlp, spool string, rate int, dur time.Duration, on bool) (keepUpRes
 	var x *export.Exporter
 	if on {
 		var err error
-		x, err = export.New(export.Config{Endpoint: otlp, SpoolDir: spool, Registerer: reg})
+		x, err = export.New(export.Config{Endpoint: otlp, SpoolDir: spool, Registerer: reg,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			return keepUpResult{}, err
 		}
