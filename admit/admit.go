@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/policy"
@@ -36,6 +37,20 @@ type Config struct {
 	AuditAvailable func() bool
 	// Mode is the instance's --mode; zero means enforce.
 	Mode policy.Mode
+	// ClusterDomain is the cluster's DNS domain: a DNS question (AnyPort)
+	// under it is the cluster DNS's, decided by no rule. Zero means
+	// "cluster.local".
+	ClusterDomain string
+	// ClusterCIDRs are the cluster's address ranges: the PTR name of an
+	// address in one of them is the cluster DNS's (AnyPort). Every other
+	// reverse name is decided by the policy like any name. Empty means
+	// none.
+	ClusterCIDRs []netip.Prefix
+	// SearchDomains are the search domains pods get from the node besides
+	// the cluster's own ("ec2.internal"): a DNS question that is an
+	// allowed name with one of them appended is a search-list expansion
+	// (name.go). Empty means only the cluster's own are recognised.
+	SearchDomains []string
 }
 
 // Pipeline runs the admission steps. It is immutable and safe for
@@ -74,6 +89,22 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = policy.ModeEnforce
 	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
+	}
+	cfg.ClusterDomain = strings.Trim(resolver.LowerASCII(cfg.ClusterDomain), ".")
+	cidrs := make([]netip.Prefix, 0, len(cfg.ClusterCIDRs))
+	for _, p := range cfg.ClusterCIDRs {
+		cidrs = append(cidrs, p.Masked())
+	}
+	cfg.ClusterCIDRs = cidrs // a copy: the caller's slice may change
+	var search []string
+	for _, d := range cfg.SearchDomains {
+		if d = strings.Trim(resolver.LowerASCII(d), "."); d != "" {
+			search = append(search, d)
+		}
+	}
+	cfg.SearchDomains = search
 	return &Pipeline{cfg: cfg}, nil
 }
 

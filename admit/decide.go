@@ -27,7 +27,8 @@ type Request struct {
 // Admission is the answer of the steps before any lookup.
 type Admission struct {
 	// Host is the normalized destination, or the raw one (at most 253
-	// bytes) when it failed normalization: what the record shows.
+	// bytes) when it failed normalization: what the record shows. For
+	// AnyPort, the name as asked, lower case without the trailing dot.
 	Host string
 	// Decision is the decision; a denial ends the request.
 	Decision policy.Decision
@@ -35,33 +36,53 @@ type Admission struct {
 	// NormalizeHost's error (invalid-host) or ErrPort (bad-request); nil
 	// otherwise.
 	Err error
+	// DNSAnswer says, for AnyPort, where the question is answered.
+	DNSAnswer DNSAnswer
 }
 
 // Admit runs the steps before the lookup, in run's order: an unknown
-// client is refused before its host is even looked at, in every mode;
-// while records cannot be written nothing is served; then the host as
-// NormalizeHost gives it (invalid-host), the port (bad-request) and
-// Snapshot.Decide with the instance's mode (metadata names first, before
-// any lookup).
+// client is refused first, in every mode; while records cannot be written
+// nothing is served; then the host as NormalizeHost gives it
+// (invalid-host), the port (bad-request) and Snapshot.Decide with the
+// instance's mode (metadata names first, before any lookup). A DNS
+// question (AnyPort) is decided on the name as asked instead (name.go):
+// metadata names, the cluster's own names and search-list expansions
+// before the policy.
 func (p *Pipeline) Admit(r Request) Admission {
+	if r.AnyPort {
+		return p.admitName(r)
+	}
 	host, herr := policy.NormalizeHost(r.Host)
 	a := Admission{Host: host}
 	if herr != nil {
 		a.Host = truncate(r.Host, maxHostLen)
 	}
+	if a.Decision, a.Err = p.gate(r.Client); a.Err != nil || r.Client == nil {
+		return a
+	}
 	switch {
-	case r.Client == nil:
-		a.Decision = policy.Denied(policy.ReasonUnknownClient)
-	case p.cfg.AuditAvailable != nil && !p.cfg.AuditAvailable():
-		a.Decision, a.Err = policy.Denied(policy.ReasonAuditUnavailable), ErrAuditUnavailable
 	case herr != nil || host == "":
 		a.Decision, a.Err = policy.Denied(policy.ReasonInvalidHost), herr
-	case !r.AnyPort && (r.Port < 1 || r.Port > 65535), r.AnyPort && r.Port != 0:
+	case r.Port < 1 || r.Port > 65535:
 		a.Decision, a.Err = policy.Denied(policy.ReasonBadRequest), fmt.Errorf("%w: %d", ErrPort, r.Port)
 	default:
 		a.Decision = p.decide(p.cfg.Policy(), r.Client, host, r.Port)
 	}
 	return a
+}
+
+// gate is the first step of every admission: an unknown client
+// (unknown-client), then audit availability (ErrAuditUnavailable). A
+// known client while records can be written gets the zero Decision and no
+// error: the caller goes on.
+func (p *Pipeline) gate(c *policy.Client) (policy.Decision, error) {
+	switch {
+	case c == nil:
+		return policy.Denied(policy.ReasonUnknownClient), nil
+	case p.cfg.AuditAvailable != nil && !p.cfg.AuditAvailable():
+		return policy.Denied(policy.ReasonAuditUnavailable), ErrAuditUnavailable
+	}
+	return policy.Decision{}, nil
 }
 
 // decide is the policy step of Admit and Redecide.

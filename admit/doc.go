@@ -1,13 +1,17 @@
 // Package admit is egressd's admission pipeline, written once and called by
 // every entry: the proxy's CONNECT, absolute-form HTTP, SNI and Host
-// listeners, revocation's re-decision, and `egressd explain`. explain links
+// listeners, the DNS server, revocation's re-decision, and `egressd
+// explain`. explain links
 // it so that what it prints is what run does, not a second implementation.
 //
 // Steps, in order (docs/architecture.md, "Proxy request flow"):
 //
 //	Identify  source IP → pod (identity.Source); unknown → unknown-client
 //	Admit     audit availability (audit-unavailable), NormalizeHost
-//	          (invalid-host), the port, then Snapshot.Decide
+//	          (invalid-host), the port, then Snapshot.Decide; a DNS
+//	          question (AnyPort) on the name as asked (name.go): metadata
+//	          names, the cluster domain and its PTR names, Decide on
+//	          port 0, search-list expansions; AllNever on its answer
 //	Resolve   an IP literal is not looked up; a name once through the
 //	          Lookuper (a CNAME to a metadata name → metadata)
 //	Check     policy.Guard.CheckAll over every candidate address
@@ -25,5 +29,5 @@
 // policy, identity (the Source interface) and resolver (Answer and its
 // errors; lookups go through the Lookuper interface). It does no I/O of its
 // own, logs nothing and must not import proxy, dnsserver, audit, kube or
-// cmd.
+// cmd (nor explain, which calls it).
 package admit

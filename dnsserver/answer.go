@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/policy"
 )
 
@@ -84,31 +85,17 @@ func stripNever(rrs []dns.RR) ([]dns.RR, policy.Reason) {
 	var f neverFilter
 	out := rrs[:0:0]
 	for _, rr := range rrs {
-		if a, ok := addrOfRR(rr); ok && f.drop(a) {
+		if a, ok := addrOfRR(rr); ok && f.Drop(a) {
 			continue
 		}
 		out = append(out, rr)
 	}
-	return out, f.reason
+	return out, f.Reason
 }
 
-// neverFilter is the one never-class answer filter of the DNS server
-// (answers, SVCB hints, the transparent answer): drop reports whether an
-// address is in the guard's never class, and reason is the one a denial
-// of the name records, chosen by the guard's rule (policy.FirstRefusal,
-// as policy.Guard.CheckAll chooses for a connection: the first).
-type neverFilter struct {
-	reason policy.Reason
-}
-
-func (f *neverFilter) drop(a netip.Addr) bool {
-	cl, r := policy.Classify(a)
-	if cl != policy.ClassNever {
-		return false
-	}
-	f.reason = policy.FirstRefusal(policy.Denied(f.reason), policy.Denied(r)).Reason
-	return true
-}
+// neverFilter is admit's never-class filter (admit.NeverFilter), with
+// dropIP for a record's net.IP.
+type neverFilter struct{ admit.NeverFilter }
 
 // stripNeverHints removes never-class addresses from the ipv4hint and
 // ipv6hint of SVCB and HTTPS records (RFC 9460 §7.3): a client that
@@ -175,14 +162,14 @@ func hasNeverHint(svcb *dns.SVCB) bool {
 	return false
 }
 
-// dropIP is drop for a record's net.IP; one that is no address is dropped
+// dropIP is Drop for a record's net.IP; one that is no address is dropped
 // too (the guard's class of an invalid address is never).
 func (f *neverFilter) dropIP(ip net.IP) bool {
 	a, ok := netip.AddrFromSlice(ip)
 	if !ok {
 		return true
 	}
-	return f.drop(a)
+	return f.Drop(a)
 }
 
 // publicIPs returns ips without the never-class ones, reusing ips.
@@ -195,18 +182,6 @@ func publicIPs(ips []net.IP) []net.IP {
 		}
 	}
 	return out
-}
-
-// allNever returns the never-class reason when every address is in the
-// never class, else "".
-func allNever(addrs []netip.Addr) policy.Reason {
-	var f neverFilter
-	for _, a := range addrs {
-		if !f.drop(a) {
-			return ""
-		}
-	}
-	return f.reason
 }
 
 func hasAddress(rrs []dns.RR) bool {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
@@ -121,23 +122,23 @@ func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
 		qr.dec = policy.Denied(policy.ReasonRateLimited)
 		return s.reply(qr, dns.RcodeRefused)
 	}
-	c, ok := s.cfg.Identity.Lookup(qr.src)
-	if !ok {
-		qr.rec.Client = audit.ClientOf(qr.src, nil)
+	// Identify, audit availability, the name: admit's steps, as for a
+	// CONNECT (admit.Request.AnyPort: a question is about any port).
+	qr.client = s.admit.Identify(qr.src)
+	qr.rec.Client = audit.ClientOf(qr.src, qr.client)
+	a := s.admit.Admit(admit.Request{Client: qr.client, Host: qr.host, AnyPort: true})
+	qr.dec = a.Decision
+	if qr.client == nil {
 		// Never an open resolver: a source that is no pod learns nothing
 		// (RFC 8914 §4.19 Prohibited).
-		qr.dec = policy.Denied(policy.ReasonUnknownClient)
 		qr.setEDE(dns.ExtendedErrorCodeProhibited, "egressd: unknown-client")
 		return s.reply(qr, dns.RcodeRefused)
 	}
-	qr.client = c
-	qr.rec.Client = audit.ClientOf(qr.src, c)
 	qr.rec.Probe = probeOf(qr.req)
-	if s.cfg.AuditAvailable != nil && !s.cfg.AuditAvailable() {
+	if errors.Is(a.Err, admit.ErrAuditUnavailable) {
 		// --audit-failure closed: nothing is served that cannot be
 		// recorded. REFUSED, not SERVFAIL: the stub should not retry
 		// another name of its search list at once.
-		qr.dec = policy.Denied(policy.ReasonAuditUnavailable)
 		qr.setEDE(dns.ExtendedErrorCodeProhibited, "egressd: audit-unavailable")
 		return s.reply(qr, dns.RcodeRefused)
 	}
@@ -163,14 +164,14 @@ func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
 		return s.reply(qr, dns.RcodeBadVers)
 	}
 
-	switch rt := s.route(qr); rt {
-	case routeCluster:
+	switch a.DNSAnswer {
+	case admit.AnswerCluster:
 		return s.forwardCluster(ctx, qr)
-	case routeSearch:
+	case admit.AnswerSearch:
 		// Answered here: the name as asked does not exist for this pod,
 		// and NXDOMAIN sends the stub resolver on down its search list.
 		return s.reply(qr, dns.RcodeNameError)
-	case routeUpstream:
+	case admit.AnswerUpstream:
 		return s.forward(ctx, qr)
 	default:
 		return s.blocked(qr)
@@ -272,7 +273,7 @@ func (s *Server) transparent(ctx context.Context, qr *query) *dns.Msg {
 	case err != nil:
 		return s.upstreamFailed(qr, err)
 	}
-	if r := allNever(ans.Addrs); r != "" {
+	if r := admit.AllNever(ans.Addrs); r != "" {
 		qr.dec = qr.dec.Deny(r)
 		return s.blocked(qr)
 	}

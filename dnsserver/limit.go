@@ -81,8 +81,7 @@ func rcodeOfRefusal(over string) int {
 // (limit.Summary's Emit): reason rate-limited, outcome refused, the count, and start the first refusal's time.
 func (s *Server) recordRefusals(k limit.Key, count int64, first time.Time) {
 	rec := record.Record{Kind: record.KindDNS, Start: first, Mode: string(s.cfg.Mode), Count: count, Outcome: record.OutcomeRefused}
-	c, _ := s.cfg.Identity.Lookup(k.Src)
-	rec.Client = audit.ClientOf(k.Src, c)
+	rec.Client = audit.ClientOf(k.Src, s.admit.Identify(k.Src))
 	rec.SetDecision(policy.Denied(policy.ReasonRateLimited))
 	switch k.Reason {
 	case overRate:

@@ -65,9 +65,7 @@ func (s *Server) record(qr *query, resp *dns.Msg) {
 func (s *Server) recordMalformed(qr *query, src netip.Addr, resp *dns.Msg) {
 	qr.start, qr.src, qr.udp = time.Now(), src, true
 	qr.rec = record.Record{Kind: record.KindDNS, Start: qr.start, Mode: string(s.cfg.Mode)}
-	if c, ok := s.cfg.Identity.Lookup(src); ok {
-		qr.client = c
-	}
+	qr.client = s.admit.Identify(src)
 	qr.rec.Client = audit.ClientOf(src, qr.client)
 	qr.dec = policy.Denied(policy.ReasonBadRequest)
 	s.record(qr, resp)

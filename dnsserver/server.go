@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/limit"
@@ -159,9 +159,9 @@ func (c Config) Validate() error {
 // Server is the DNS server pods use. It answers only what the asking pod
 // may reach; see doc.go for the flow.
 type Server struct {
-	cfg      Config
-	cluster  *resolver.Client // nil without ClusterDNS
-	suffixes []string         // SearchDomains, fqdn-less, lower case
+	cfg     Config
+	admit   *admit.Pipeline  // identify, audit availability, the name
+	cluster *resolver.Client // nil without ClusterDNS
 
 	counters *metrics.Children[counterKey, counters] // record.go
 	conns    *limit.Conns                            // TCP connections per client
@@ -196,10 +196,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = policy.ModeEnforce
 	}
-	if cfg.ClusterDomain == "" {
-		cfg.ClusterDomain = "cluster.local"
-	}
-	cfg.ClusterDomain = strings.Trim(resolver.LowerASCII(cfg.ClusterDomain), ".")
 	if cfg.AdvertiseTTL == 0 {
 		cfg.AdvertiseTTL = DefaultAdvertiseTTL
 	}
@@ -222,21 +218,21 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	cfg.AdvertiseIP = cfg.AdvertiseIP.Unmap()
-	cidrs := make([]netip.Prefix, 0, len(cfg.ClusterCIDRs))
-	for _, p := range cfg.ClusterCIDRs {
-		cidrs = append(cidrs, p.Masked())
-	}
-	cfg.ClusterCIDRs = cidrs // a copy: the caller's slice may change
 	s := &Server{cfg: cfg, counters: newCounters(cfg.Metrics), conns: limit.NewConns(cfg.MaxConnsPerClient)}
 	if cfg.QueryRate > 0 {
 		s.rate = limit.NewRate(cfg.QueryRate, cfg.QueryBurst, cfg.Now)
 	}
 	s.refused = limit.NewSummary(limit.SummaryConfig{Emit: s.recordRefusals})
-	for _, d := range cfg.SearchDomains {
-		if d = strings.Trim(resolver.LowerASCII(d), "."); d != "" {
-			s.suffixes = append(s.suffixes, d)
-		}
+	// A question is decided by name alone: the guard classifies no
+	// address of it (the answer filter does, answer.go), but admit.Config
+	// requires one.
+	pipe, err := admit.New(admit.Config{Policy: cfg.Policy, Identity: cfg.Identity, Guard: policy.NewGuard(policy.GuardConfig{}),
+		AuditAvailable: cfg.AuditAvailable, Mode: cfg.Mode, ClusterDomain: cfg.ClusterDomain,
+		ClusterCIDRs: cfg.ClusterCIDRs, SearchDomains: cfg.SearchDomains})
+	if err != nil {
+		return nil, err // Validate checked what admit.Config requires
 	}
+	s.admit = pipe
 	if len(cfg.ClusterDNS) > 0 {
 		c, err := resolver.NewClient(resolver.ClientConfig{Servers: cfg.ClusterDNS, Metrics: cfg.Metrics, Logger: cfg.Logger})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/explain"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/dnstest"
 	"github.com/egressd/egressd/internal/metrics"
@@ -140,20 +141,9 @@ func TestRunAndExplainAgree(t *testing.T) {
 		t.Run(tc.name+"/"+string(tc.mode), func(t *testing.T) {
 			host := tc.name + ".agree.test"
 			run := runs[tc.mode].connect(t, host, port)
-			code, out, errOut := runExplain(t, "--policy", polFile, "--pods", podsFile, "--resolve",
+			explained := explainReason(t, "--policy", polFile, "--pods", podsFile, "--resolve",
 				"--upstream-dns", upstream, "--pod", "shop/web-0", "--host", host, "--port", fmt.Sprint(port),
-				"--mode", string(tc.mode), "-o", "json")
-			if code == 2 {
-				t.Fatalf("explain: %s", errOut)
-			}
-			var r struct{ Decision explainDecision }
-			if err := json.Unmarshal([]byte(out), &r); err != nil {
-				t.Fatalf("explain output %s: %v", out, err)
-			}
-			explained := string(r.Decision.Reason)
-			if r.Decision.WouldDeny {
-				explained = "~" + explained
-			}
+				"--mode", string(tc.mode))
 			if run != explained || run != tc.want {
 				t.Fatalf("run records %q, explain says %q; want %q", run, explained, tc.want)
 			}
@@ -161,13 +151,26 @@ func TestRunAndExplainAgree(t *testing.T) {
 	}
 }
 
-// agreeRun is a real proxy instance, as run wires it for the test's mode.
-type agreeRun struct {
-	addr    string
-	records recordSink
+// explainReason runs explain -o json with args and returns the reason it
+// gives ("~" prefix: would_deny).
+func explainReason(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := runExplain(t, append(args, "-o", "json")...)
+	if code == 2 {
+		t.Fatalf("explain: %s", errOut)
+	}
+	var r struct{ Decision explain.Decision }
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("explain output %s: %v", out, err)
+	}
+	if r.Decision.WouldDeny {
+		return "~" + string(r.Decision.Reason)
+	}
+	return string(r.Decision.Reason)
 }
 
-func startAgreeRun(t *testing.T, mode policy.Mode, polFile, podsFile string, answers agreeLookuper) *agreeRun {
+// loadRunInputs reads the policies and pods as run does.
+func loadRunInputs(t *testing.T, polFile, podsFile string) (*policy.Snapshot, *identity.Store) {
 	t.Helper()
 	files, err := watch.Read([]string{polFile})
 	if err != nil {
@@ -183,6 +186,27 @@ func startAgreeRun(t *testing.T, mode policy.Mode, polFile, podsFile string, ans
 	}
 	store := identity.NewStore()
 	store.Replace(pods)
+	return snap, store
+}
+
+// stopOnCleanup shuts a server down at the end of the test.
+func stopOnCleanup(t *testing.T, shutdown func(context.Context) error) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(ctx)
+	})
+}
+
+// agreeRun is a real proxy instance, as run wires it for the test's mode.
+type agreeRun struct {
+	addr    string
+	records recordSink
+}
+
+func startAgreeRun(t *testing.T, mode policy.Mode, polFile, podsFile string, answers agreeLookuper) *agreeRun {
+	t.Helper()
+	snap, store := loadRunInputs(t, polFile, podsFile)
 	m := metrics.New()
 	r := &agreeRun{records: make(recordSink, 16)}
 	p, err := proxy.New(proxy.Config{
@@ -202,11 +226,7 @@ func startAgreeRun(t *testing.T, mode policy.Mode, polFile, podsFile string, ans
 		t.Fatal(err)
 	}
 	go func() { _ = p.ServeProxy(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = p.Shutdown(ctx)
-	})
+	stopOnCleanup(t, p.Shutdown)
 	r.addr = ln.Addr().String()
 	return r
 }

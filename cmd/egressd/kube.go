@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
@@ -13,7 +15,7 @@ import (
 // and the Event emitter (--event-interval); the returned function reports
 // whether the caches have synced. revalidate is called after every policy
 // snapshot swap, so that open connections are decided again (revocation).
-func startKube(ctx context.Context, o *runOptions, st *state, g *runGroup, revalidate func()) (func() bool, error) {
+func startKube(ctx context.Context, o *runOptions, st *state, g *errgroup.Group, revalidate func()) (func() bool, error) {
 	client, err := kube.Connect(o.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--kube: %w", err)

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -318,25 +317,6 @@ func (s *state) watchPods(path string, every time.Duration) *watch.Watcher {
 		s.metrics.Identities.Set(float64(known))
 		s.log.Info("identities loaded", "pods", len(pods), "addresses", known)
 	}}
-}
-
-// runGroup runs the serving goroutines and keeps the first error; it
-// cancels nothing itself: serve ends them (shutting down the servers) and
-// then waits for them with wg.
-type runGroup struct {
-	wg   sync.WaitGroup
-	once sync.Once
-	err  error
-}
-
-func (g *runGroup) Go(f func() error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		if err := f(); err != nil {
-			g.once.Do(func() { g.err = err })
-		}
-	}()
 }
 
 // listen opens a TCP listener. keepAlive is what net.ListenConfig takes:

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
@@ -183,7 +185,9 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var g runGroup
+	// The watchers and controllers; serve ends them (cancel) after the
+	// servers are shut down, then waits.
+	var g errgroup.Group
 
 	pcfg := proxy.Config{
 		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
@@ -299,7 +303,9 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 		c()
 	}
 	cancel()
-	g.wg.Wait()
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("a watcher or controller failed", "error", err.Error())
+	}
 	if err := auditLog.Close(); err != nil {
 		log.Error("audit: final flush failed", "error", err.Error())
 	}

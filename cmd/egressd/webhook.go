@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/egressd/egressd/inject"
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/webhook"
@@ -109,7 +111,7 @@ func (w *webhookOptions) validate(o *runOptions) error {
 }
 
 // startWebhook serves the webhook on --webhook-addr; nil without it.
-func startWebhook(ctx context.Context, o *runOptions, st *state, reg prometheus.Registerer, g *runGroup,
+func startWebhook(ctx context.Context, o *runOptions, st *state, reg prometheus.Registerer, g *errgroup.Group,
 	start func(string, func() error)) (*webhook.Server, error) {
 	w := &o.webhook
 	if w.addr == "" {
@@ -143,7 +145,7 @@ func startWebhook(ctx context.Context, o *runOptions, st *state, reg prometheus.
 
 // startCertManager makes (or adopts) the self-managed certificate before
 // the webhook reads --webhook-cert-dir, and keeps it renewed.
-func startCertManager(ctx context.Context, o *runOptions, st *state, reg prometheus.Registerer, g *runGroup) error {
+func startCertManager(ctx context.Context, o *runOptions, st *state, reg prometheus.Registerer, g *errgroup.Group) error {
 	w := &o.webhook
 	rc, err := kube.RESTConfig(o.kubeconfig)
 	if err != nil {

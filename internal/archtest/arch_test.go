@@ -101,6 +101,8 @@ var rules = []rule{
 		mustNot: []string{"proxy", "kube", "cmd", "certs", clientGo}},
 	{pkg: "admit", why: "admit is the admission pipeline that run and explain share: policy, identity and the resolver's types only; never a server, audit, kube, cmd or client-go",
 		onlyModule: []string{"policy", "identity", "resolver", "internal/metrics"}, mustNot: []string{"proxy", "dnsserver", "audit", "kube", "cmd", clientGo}},
+	{pkg: "explain", why: "explain decides through run's admission pipeline (admit) and shows why: policy, identity, admit and the resolver (--resolve); never a server, audit, kube, cmd or client-go",
+		onlyModule: []string{"admit", "policy", "identity", "resolver", "internal/metrics"}, mustNot: []string{"proxy", "dnsserver", "audit", "kube", "cmd", clientGo}},
 	{pkg: "proxy/internal/sniff", why: "sniff parses first messages; it imports the standard library and cryptobyte, no other package of this module (it decides nothing)",
 		onlyModule: []string{}},
 	{pkg: "internal/limit", why: "limit imports only the standard library and x/time/rate; callers turn its summaries into records",

@@ -1,4 +1,4 @@
-package main
+package explain
 
 import (
 	"errors"
@@ -7,9 +7,9 @@ import (
 	"github.com/egressd/egressd/policy"
 )
 
-// explainHTTP is what explain says of one request inside the tunnel
+// httpReport is what explain says of one request inside the tunnel
 // (--path, --method).
-type explainHTTP struct {
+type httpReport struct {
 	Method string `json:"method"`
 	Path   string `json:"path"`
 	// Inspected: the deciding rule says inspect: true, so the request is
@@ -18,19 +18,20 @@ type explainHTTP struct {
 	Note      string `json:"note,omitempty"`
 }
 
-// checkRequest checks --path and --method: a request inside a tunnel.
-func (o *explainOptions) checkRequest() error {
-	if o.path == "" && o.method == "" {
+// CheckRequest checks Path and Method (--path, --method): a request
+// inside a tunnel. An empty Method with a Path becomes GET.
+func (o *Options) CheckRequest() error {
+	if o.Path == "" && o.Method == "" {
 		return nil
 	}
-	if o.kind != "connect" && o.kind != "sni" {
+	if o.Kind != "connect" && o.Kind != "sni" {
 		return errors.New("--path and --method explain a request inside a tunnel: --kind connect or sni")
 	}
-	if o.path == "" {
+	if o.Path == "" {
 		return errors.New("--method needs --path")
 	}
-	if o.method == "" {
-		o.method = http.MethodGet
+	if o.Method == "" {
+		o.Method = http.MethodGet
 	}
 	return nil
 }
@@ -39,20 +40,20 @@ func (o *explainOptions) checkRequest() error {
 // tunnel the report allowed, as run does (policy.Snapshot.DecideRequest):
 // by the deciding rule's http entries when it inspects; a blind tunnel's
 // requests are not seen, so its decision stands.
-func (r *explainReport) decideRequest(o *explainOptions, snap *policy.Snapshot) {
-	if o.path == "" || !r.final.Allowed() {
+func (r *Report) decideRequest(o *Options, snap *policy.Snapshot) {
+	if o.Path == "" || !r.final.Allowed() {
 		return
 	}
-	r.HTTP = &explainHTTP{Method: o.method, Path: o.path, Inspected: snap.Inspects(r.final)}
+	r.HTTP = &httpReport{Method: o.Method, Path: o.Path, Inspected: snap.Inspects(r.final)}
 	if !r.HTTP.Inspected {
 		r.HTTP.Note = "the deciding rule does not inspect: egressd does not see requests inside this tunnel"
 		return
 	}
-	r.final = snap.DecideRequest(r.final, o.method, o.path)
+	r.final = snap.DecideRequest(r.final, o.Method, o.Path)
 }
 
 // writeHTTP prints the request inside the tunnel.
-func writeHTTP(p *explainWriter, r *explainReport) {
+func writeHTTP(p *explainWriter, r *Report) {
 	h := r.HTTP
 	if h == nil {
 		return

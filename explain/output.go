@@ -1,4 +1,4 @@
-package main
+package explain
 
 import (
 	"encoding/json"
@@ -29,7 +29,8 @@ var reasonHints = map[policy.Reason]string{
 	policy.ReasonPrivate:        "a non-public address outside the deciding rule's cidrs",
 }
 
-func writeExplainJSON(w io.Writer, r *explainReport) error {
+// WriteJSON prints the report as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
@@ -55,7 +56,8 @@ func (p *explainWriter) indent(depth int, format string, args ...any) {
 	_, p.err = fmt.Fprintf(p.w, "%s%s\n", strings.Repeat("  ", depth), fmt.Sprintf(format, args...))
 }
 
-func writeExplainText(w io.Writer, r *explainReport) error {
+// WriteText prints the report as aligned "label  text" lines.
+func (r *Report) WriteText(w io.Writer) error {
 	p := &explainWriter{w: w}
 	if r.Kind == "dns" {
 		p.line("request", "dns %s (any port)", r.Host)
@@ -86,7 +88,7 @@ func writeExplainText(w io.Writer, r *explainReport) error {
 	return p.err
 }
 
-func writeIdentity(p *explainWriter, r *explainReport) {
+func writeIdentity(p *explainWriter, r *Report) {
 	id := r.Identity
 	if !id.Known {
 		p.line("client", "unknown: %s", id.Why)
@@ -105,7 +107,7 @@ func writeIdentity(p *explainWriter, r *explainReport) {
 	p.line("", "labels: %s", strings.Join(ls, ", "))
 }
 
-func writeMode(p *explainWriter, r *explainReport) {
+func writeMode(p *explainWriter, r *Report) {
 	own := policy.Mode("")
 	for _, pe := range r.Policies {
 		if pe.ID == r.AuditPolicy {
@@ -126,7 +128,7 @@ func writeMode(p *explainWriter, r *explainReport) {
 	}
 }
 
-func writePolicies(p *explainWriter, r *explainReport) {
+func writePolicies(p *explainWriter, r *Report) {
 	ns := r.Identity.Namespace
 	if len(r.Policies) == 0 {
 		p.line("policies", "none in namespace %s", ns)
@@ -161,7 +163,7 @@ func writePolicies(p *explainWriter, r *explainReport) {
 
 // ruleLine describes one rule that names the host and what it does for
 // the request.
-func ruleLine(r *explainReport, pe policy.PolicyExplanation, re policy.RuleExplanation) string {
+func ruleLine(r *Report, pe policy.PolicyExplanation, re policy.RuleExplanation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "spec.egress[%d]:", re.Index)
 	if r.Address {
@@ -211,7 +213,7 @@ func ruleLine(r *explainReport, pe policy.PolicyExplanation, re policy.RuleExpla
 	return b.String()
 }
 
-func writeAddresses(p *explainWriter, r *explainReport) {
+func writeAddresses(p *explainWriter, r *Report) {
 	if r.DNS != nil {
 		switch {
 		case r.DNS.Error != "":
@@ -260,7 +262,7 @@ func writeAddresses(p *explainWriter, r *explainReport) {
 	}
 }
 
-func writeVerdict(p *explainWriter, r *explainReport) {
+func writeVerdict(p *explainWriter, r *Report) {
 	d := r.final
 	var b strings.Builder
 	b.WriteString(string(d.Verdict))
