@@ -130,6 +130,11 @@ func (m *msgReader) Read(p []byte) (int, error) {
 				}
 				line = nil
 			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				// VictoriaLogs ends a query at -search.maxQueryDuration
+				// (30 s by default) by cutting the answer.
+				err = fmt.Errorf("the engine's answer broke off (a query over a long period may need the engine's -search.maxQueryDuration raised): %w", err)
+			}
 			if err != nil {
 				m.err = err
 			}

@@ -89,7 +89,7 @@ func startEngine(bin, dir string) (string, func(), error) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "-storageDataPath="+filepath.Join(dir, "vl"), "-httpListenAddr="+addr, "-loggerLevel=WARN", "-retentionPeriod=100y")
+	cmd := exec.Command(bin, "-storageDataPath="+filepath.Join(dir, "vl"), "-httpListenAddr="+addr, "-loggerLevel=WARN", "-retentionPeriod=100y", "-search.maxQueryDuration=10m")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
