@@ -222,7 +222,7 @@ func check(pkgs []pkg) []string {
 				bad = append(bad, fmt.Sprintf("%s depends on %s: k8stest is for _test.go files only", self, dep))
 			case under(dep, "internal/vlogstest") && !under(self, "bench"):
 				bad = append(bad, fmt.Sprintf("%s depends on %s: vlogstest is for tests and bench/ only", self, dep))
-			case under(dep, "internal/testutil") && !under(self, "bench"):
+			case under(dep, "internal/testutil") && !under(self, "bench") && !under(self, "internal/k8stest") && !under(self, "internal/vlogstest"):
 				bad = append(bad, fmt.Sprintf("%s depends on %s: testutil is for tests and bench/ only", self, dep))
 			case under(dep, "kube/rbac") && serving:
 				bad = append(bad, fmt.Sprintf("%s depends on %s: %s", self, d, rbacWhy))
