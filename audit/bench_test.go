@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egressd/egressd/evidence"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
@@ -113,4 +114,46 @@ func BenchmarkEncode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkWriteSigned is the A/B of --audit-signing-key on the write path
+// (bench/evidence.md): the same record to a file, unsigned and sealed
+// (log, seq, prev, the leaf hash and the compact range's append, under
+// the Logger's lock).
+func BenchmarkWriteSigned(b *testing.B) {
+	signer, err := evidence.LoadSigner(filepath.Join("testdata", "bench.key"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, signed := range []bool{false, true} {
+		name := "plain"
+		if signed {
+			name = "signed"
+		}
+		b.Run(name, func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "audit.jsonl"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			cfg := Config{Writers: []io.Writer{f}, Metrics: metrics.New()}
+			if signed {
+				if cfg.Evidence, err = evidence.New(evidence.Config{Signer: signer}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			l := New(cfg)
+			tmpl := benchRecord()
+			b.ReportAllocs()
+			for b.Loop() {
+				r := *tmpl
+				r.Time, r.ID = time.Time{}, ""
+				l.Write(&r)
+			}
+			b.StopTimer()
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }

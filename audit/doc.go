@@ -26,6 +26,11 @@
 // The audit file (file.go) is reopened on SIGHUP for logrotate and may
 // rotate by size through lumberjack, never inside a record.
 //
+// With Config.Evidence (--audit-signing-key), Write seals every record as a
+// leaf of the process's verifiable log under the lock where its bytes are
+// queued, and checkpoint records follow every CheckpointInterval, at each
+// rotation or reopen, and at Close (package evidence).
+//
 // It imports record (the schema), policy (for Decision, Client and the
-// audit-unavailable reason) and metrics; it must not import proxy, resolver, kube or cmd.
+// audit-unavailable reason), evidence and metrics; it must not import proxy, resolver, kube or cmd.
 package audit

@@ -25,6 +25,10 @@ type FileConfig struct {
 	// MaxBackups is how many rotated files are kept
 	// (--audit-file-max-backups); zero keeps them all.
 	MaxBackups int
+	// OnRotate, when set, is called (on a goroutine of its own) after each
+	// size rotation: the Logger's Checkpoint, so that the new file starts
+	// with a checkpoint of everything before it.
+	OnRotate func()
 }
 
 // File is the --audit-file writer: an append-only file that can be
@@ -41,6 +45,8 @@ type File struct {
 	max  int64              // bytes, with size rotation
 	size int64              // of the current file; -1 until known
 	last time.Time          // of the last rotation
+
+	onRotate func()
 }
 
 // OpenFile opens (or creates) the audit file now, so that a path that
@@ -52,7 +58,7 @@ func OpenFile(cfg FileConfig) (*File, error) {
 	if cfg.MaxSizeMiB < 0 || cfg.MaxBackups < 0 {
 		return nil, fmt.Errorf("audit: file %s: negative size or backups", cfg.Path)
 	}
-	f := &File{path: cfg.Path, size: -1}
+	f := &File{path: cfg.Path, size: -1, onRotate: cfg.OnRotate}
 	// Created here, not by lumberjack (which creates 0600): rotations keep
 	// the mode of the file they replace.
 	fd, err := os.OpenFile(cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
@@ -117,6 +123,9 @@ func (f *File) Write(p []byte) (int, error) {
 			return 0, fmt.Errorf("audit: file: rotate: %w", err)
 		}
 		f.size = 0
+		if f.onRotate != nil {
+			go f.onRotate()
+		}
 	}
 	n, err := f.lj.Write(p)
 	f.size += int64(n)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/egressd/egressd/evidence"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
@@ -27,6 +28,8 @@ const (
 	DefaultMaxRetryBackoff = 2 * time.Second
 	DefaultStallTimeout    = 5 * time.Second
 	DefaultWaitTimeout     = 5 * time.Second
+	// DefaultCheckpointInterval is Config.CheckpointInterval's zero value.
+	DefaultCheckpointInterval = 10 * time.Second
 )
 
 // Failure is what the Logger does when a file sink cannot take records
@@ -136,6 +139,14 @@ type Config struct {
 	// queued. It must be cheap and must not call the Logger; r must not be
 	// kept.
 	OnRecord func(r *record.Record)
+	// Evidence, when set (--audit-signing-key), makes every record a leaf
+	// of this process's verifiable log (checkpoint.go); nil means plain
+	// records.
+	Evidence *evidence.Log
+	// CheckpointInterval is how often a checkpoint record is written when
+	// records were sealed since the last one (--audit-checkpoint-interval).
+	// Zero means DefaultCheckpointInterval; it applies only with Evidence.
+	CheckpointInterval time.Duration
 	// OnSinkState, when set, is called when the file sinks turn unable to
 	// take records (ok false; err is the last write error, nil for a hang
 	// or a lag) and when they recover (ok true), for the operational log.
@@ -169,6 +180,8 @@ type Logger struct {
 	reported bool // the state OnSinkState last reported
 
 	im interims
+
+	stopCheckpoints func() bool // the checkpoint timer; nil without Evidence
 }
 
 // New returns a Logger for cfg.
@@ -228,6 +241,12 @@ func New(cfg Config) *Logger {
 	l.healthyNow.Store(true)
 	l.available.Store(true)
 	cfg.Metrics.AuditAvailable.Set(1)
+	if cfg.Evidence != nil {
+		if l.cfg.CheckpointInterval <= 0 {
+			l.cfg.CheckpointInterval = DefaultCheckpointInterval
+		}
+		l.armCheckpoint()
+	}
 	return l
 }
 
@@ -269,31 +288,20 @@ func (l *Logger) Write(r *record.Record) {
 		l.scratch.Put(bp)
 		return
 	}
-	line = append(line, '\n')
 	// Refusals because records cannot be written must not crowd out the
 	// end records of requests already admitted.
 	refusal := r.Reason == string(policy.ReasonAuditUnavailable)
 
 	l.mu.Lock()
-	lost := 0
-	for _, w := range l.direct {
-		if _, err := w.Write(line); err != nil {
-			l.cfg.Metrics.AuditFailed.Inc()
-			lost++
-		}
+	if ev := l.cfg.Evidence; ev != nil {
+		line = ev.Seal(line)
 	}
-	for _, s := range l.sinks {
-		if !s.enqueueLocked(line, refusal) {
-			lost++
-		}
-	}
-	counted := 0
-	if lost == 0 {
-		if len(l.sinks) == 0 {
-			counted = 1
-		} else {
-			l.accepted++ // added to the counter when a sink takes its batch
-		}
+	line = append(line, '\n')
+	lost, counted := l.queueLocked(line, refusal)
+	if l.closed && l.cfg.Evidence != nil {
+		// A record after Close (a tunnel cut at the drain deadline) gets
+		// its own exit checkpoint: the log still ends with one.
+		_ = l.checkpointLocked(evidence.TriggerExit)
 	}
 	changed := l.updateHealthLocked()
 	if l.closed && l.healthy {
@@ -323,6 +331,30 @@ func (l *Logger) Write(r *record.Record) {
 		*bp = line
 		l.scratch.Put(bp)
 	}
+}
+
+// queueLocked hands one line to every writer and reports how many lost it
+// and whether it is counted written now (no file sink); mu is held.
+func (l *Logger) queueLocked(line []byte, refusal bool) (lost, counted int) {
+	for _, w := range l.direct {
+		if _, err := w.Write(line); err != nil {
+			l.cfg.Metrics.AuditFailed.Inc()
+			lost++
+		}
+	}
+	for _, s := range l.sinks {
+		if !s.enqueueLocked(line, refusal) {
+			lost++
+		}
+	}
+	if lost == 0 {
+		if len(l.sinks) == 0 {
+			counted = 1
+		} else {
+			l.accepted++ // added to the counter when a sink takes its batch
+		}
+	}
+	return lost, counted
 }
 
 // updateHealthLocked recomputes whether every sink takes records and
@@ -458,7 +490,14 @@ func (l *Logger) Close() error {
 		return nil
 	}
 	l.closed = true // before the wait, which releases mu: every later record is written at once
-	err := l.drainLocked(false)
+	if l.stopCheckpoints != nil {
+		l.stopCheckpoints()
+	}
+	var cpErr error
+	if l.cfg.Evidence != nil {
+		cpErr = l.checkpointLocked(evidence.TriggerExit)
+	}
+	err := errors.Join(l.drainLocked(false), cpErr)
 	lost := 0
 	if err != nil {
 		var last []error
@@ -522,6 +561,10 @@ func (l *Logger) Reopen() error {
 		case m.s.reopenErr != nil:
 			errs = append(errs, fmt.Errorf("audit: reopen %s: %w", m.s.name, m.s.reopenErr))
 		}
+	}
+	if l.cfg.Evidence != nil {
+		// The reopened file starts with a checkpoint of what came before.
+		errs = append(errs, l.checkpointLocked(evidence.TriggerRotation))
 	}
 	return errors.Join(errs...)
 }

@@ -65,10 +65,12 @@ func NewVictoriaLogs(base string, client *http.Client) (*VictoriaLogs, error) {
 // Name is the base URL.
 func (v *VictoriaLogs) Name() string { return v.base.Redacted() }
 
-// LogsQL is the query for q: egressd's records (they carry egressd.kind)
+// LogsQL is the query for q: egressd's records (the exporter's scope)
 // with the filters pushed down, only the body returned.
 func (v *VictoriaLogs) LogsQL(q Query) string {
-	f := []string{`"egressd.kind":*`}
+	// The exporter's scope: every line it sent, those it could not decode
+	// (a kind this reader does not know) included.
+	f := []string{`"scope.name":="github.com/egressd/egressd/audit"`}
 	if !q.Since.IsZero() {
 		// A request open at or after Since ended (its end record's time)
 		// at or after it; interim records before it are not needed.

@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/egressd/egressd/record"
 )
 
 // Input is one source of records: a file, or stdin ("-").
@@ -79,6 +81,10 @@ type Stats struct {
 	// without verdict and kind), kubectl's own messages, blank lines,
 	// malformed JSON.
 	Skipped int64 `json:"skipped_lines"`
+	// Checkpoints are checkpoint records (kind checkpoint, written with
+	// --audit-signing-key): records, but not of requests; egressd verify
+	// reads them.
+	Checkpoints int64 `json:"checkpoint_records,omitempty"`
 	// TooLong lines exceed MaxLine and are skipped.
 	TooLong int64 `json:"too_long_lines,omitempty"`
 	// Duplicates are end records whose id was counted already (replicas'
@@ -157,26 +163,22 @@ func (rd *Reader) Read(in Input, fn func(*Record)) error {
 
 // batch is one block of whole lines and the records decoded from it.
 type batch struct {
-	buf     []byte
-	recs    []Record
-	lines   int64 // lines of the block
-	skip    int64 // lines that are not records
-	tooLong int64 // lines over MaxLine
+	buf         []byte
+	recs        []Record
+	lines       int64 // lines of the block
+	skip        int64 // lines that are not records
+	checkpoints int64 // checkpoint records
+	tooLong     int64 // lines over MaxLine
 }
 
 // ReadStream reads the records of r (plain or gzip, detected by its magic
 // bytes) and calls fn for each.
 func (rd *Reader) ReadStream(r io.Reader, fn func(*Record)) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var src io.Reader = br
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return err
-		}
-		defer zr.Close()
-		src = zr
+	src, closeZ, err := decompress(r)
+	if err != nil {
+		return err
 	}
+	defer closeZ()
 	rd.split = splitter{}
 	var tooLong int64
 	if len(rd.decs) == 1 {
@@ -202,16 +204,7 @@ func (rd *Reader) ReadStream(r io.Reader, fn func(*Record)) error {
 	blocks := make(chan *batch, len(rd.decs))
 	done := make(chan *batch, len(rd.decs))
 	var readErr error
-	go func() {
-		defer close(blocks)
-		for {
-			more, err := rd.splitOne(src, blocks, &tooLong)
-			if err != nil || !more {
-				readErr = err
-				return
-			}
-		}
-	}()
+	go rd.splitAll(src, blocks, &tooLong, &readErr)
 	var wg sync.WaitGroup
 	for _, dec := range rd.decs {
 		wg.Go(func() {
@@ -233,16 +226,44 @@ func (rd *Reader) ReadStream(r io.Reader, fn func(*Record)) error {
 	return readErr
 }
 
+// splitAll sends r's blocks of whole lines to out until the end or an
+// error (which it leaves in *readErr), then closes out.
+func (rd *Reader) splitAll(r io.Reader, out chan<- *batch, tooLong *int64, readErr *error) {
+	defer close(out)
+	for {
+		more, err := rd.splitOne(r, out, tooLong)
+		if err != nil || !more {
+			*readErr = err
+			return
+		}
+	}
+}
+
 // deliver hands a decoded block's records to fn and recycles the block.
 func (rd *Reader) deliver(b *batch, fn func(*Record)) {
 	rd.Stats.Lines += b.lines
 	rd.Stats.Skipped += b.skip
 	rd.Stats.TooLong += b.tooLong
+	rd.Stats.Checkpoints += b.checkpoints
 	rd.Stats.Records += int64(len(b.recs))
 	for i := range b.recs {
 		fn(&b.recs[i])
 	}
 	rd.recycle(b)
+}
+
+// decompress returns r, gunzipped when it starts with gzip's magic bytes,
+// and the function that closes the gzip reader.
+func decompress(r io.Reader) (io.Reader, func(), error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, func() { zr.Close() }, nil
+	}
+	return br, func() {}, nil
 }
 
 // splitter state between calls of splitOne.
@@ -324,7 +345,7 @@ func (rd *Reader) recycle(b *batch) {
 
 // decode decodes every line of the block into b.recs.
 func (b *batch) decode(d *Decoder) {
-	b.lines, b.skip, b.tooLong = 0, 0, 0
+	b.lines, b.skip, b.tooLong, b.checkpoints = 0, 0, 0, 0
 	recs := b.recs[:0]
 	data := b.buf
 	for len(data) > 0 {
@@ -354,6 +375,13 @@ func (b *batch) decode(d *Decoder) {
 		// The operational log is JSON too, without verdict and kind.
 		if err := d.Decode(line, &r.Record); err != nil || (r.Verdict == "" && r.Kind == "") {
 			b.skip++
+			recs = recs[:len(recs)-1]
+			continue
+		}
+		// Checkpoint records (docs/design.md, "Verifiable records") are
+		// records but not requests.
+		if r.Kind == record.KindCheckpoint {
+			b.checkpoints++
 			recs = recs[:len(recs)-1]
 			continue
 		}

@@ -112,6 +112,7 @@ type Decision struct {
 	Reason    policy.Reason  `json:"reason"`
 	Policy    string         `json:"policy,omitempty"`
 	Rule      *int           `json:"rule,omitempty"`
+	RuleName  string         `json:"rule_name,omitempty"`
 	Purpose   string         `json:"purpose,omitempty"`
 	Owner     string         `json:"owner,omitempty"`
 	ECH       bool           `json:"ech,omitempty"`
@@ -123,7 +124,7 @@ func (r *Report) Final() policy.Decision { return r.final }
 
 func decisionOf(d policy.Decision) Decision {
 	out := Decision{Verdict: d.Verdict, WouldDeny: d.WouldDeny, Reason: d.Reason,
-		Policy: d.Policy, Purpose: d.Purpose, Owner: d.Owner, ECH: d.ECH}
+		Policy: d.Policy, RuleName: d.RuleName, Purpose: d.Purpose, Owner: d.Owner, ECH: d.ECH}
 	if d.Rule >= 0 {
 		rule := d.Rule
 		out.Rule = &rule

@@ -273,7 +273,10 @@ func writeVerdict(p *explainWriter, r *Report) {
 	if d.Policy != "" {
 		fmt.Fprintf(&b, ", policy %s", d.Policy)
 	}
-	if d.Rule >= 0 {
+	switch {
+	case d.RuleName != "":
+		fmt.Fprintf(&b, ", rule %s (spec.egress[%d])", d.RuleName, d.Rule)
+	case d.Rule >= 0:
 		fmt.Fprintf(&b, ", rule %d", d.Rule)
 	}
 	if d.Owner != "" {

@@ -2,10 +2,14 @@ package policy
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,13 +32,16 @@ type compiledPolicy struct {
 	all      bool     // the selector is {}: skip matching
 	sas      []string // serviceAccountNames; empty means any
 	mode     Mode     // spec.mode; empty means the instance's mode
+	// generation is Decision.PolicyGeneration.
+	generation string
 	// firstRule is the number in Snapshot.rules of the policy's rule 0.
 	firstRule int32
 }
 
 type compiledRule struct {
 	pol     int32
-	index   int // in its policy's spec.egress
+	index   int    // in its policy's spec.egress
+	name    string // its name; empty if none
 	ports   []uint16
 	cidrs   []netip.Prefix
 	purpose string
@@ -117,6 +124,8 @@ func (s *Snapshot) add(pi int32, p *EgressPolicy) error {
 		sas:      slices.Clone(p.Spec.ServiceAccountNames),
 		mode:     p.Spec.Mode,
 
+		generation: PolicyGeneration(p),
+
 		firstRule: int32(len(s.rules)),
 	})
 	s.polByID[p.Namespace+"/"+p.Name] = pi
@@ -133,7 +142,7 @@ func (s *Snapshot) add(pi int32, p *EgressPolicy) error {
 		idx.anyUnset = true
 	}
 	for ri, r := range p.Spec.Egress {
-		cr := compiledRule{pol: pi, index: ri, purpose: r.Purpose, owner: r.Owner,
+		cr := compiledRule{pol: pi, index: ri, name: r.Name, purpose: r.Purpose, owner: r.Owner,
 			initOnly: r.Phase == PhaseInit, ech: r.ECH == ECHAllow, inspect: r.Inspect}
 		if r.Inspect {
 			h, err := compileHTTP(r.HTTP)
@@ -214,4 +223,23 @@ func (r *compiledRule) allowsPort(port int) bool {
 		}
 	}
 	return false
+}
+
+// PolicyGeneration names the version of a policy: its metadata.generation
+// when it has one (a custom resource), otherwise (a file) the first 12 hex
+// digits of the SHA-256 of its namespace, name and spec, so that records
+// say which version of a policy decided them and an edit gives another.
+func PolicyGeneration(p *EgressPolicy) string {
+	if p.Generation > 0 {
+		return strconv.FormatInt(p.Generation, 10)
+	}
+	b, err := json.Marshal(struct {
+		Namespace, Name string
+		Spec            EgressPolicySpec
+	}{p.Namespace, p.Name, p.Spec})
+	if err != nil {
+		return "" // a spec of strings and numbers always marshals
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
 }

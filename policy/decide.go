@@ -56,8 +56,15 @@ type Decision struct {
 	WouldDeny bool   // a denial softened by audit mode: Verdict is Allow
 	Policy    string // "namespace/name" of the deciding policy (of the audit policy when softened); empty if none
 	Rule      int    // index of the deciding rule in its policy; -1 if none
-	Purpose   string
-	Owner     string
+	// RuleName is the deciding rule's name, empty when it has none: the
+	// rule's identity that inserting rules before it does not shift.
+	RuleName string
+	// PolicyGeneration says which version of Policy decided:
+	// metadata.generation of the custom resource, or for a file a short
+	// hash of the policy's content (PolicyGeneration).
+	PolicyGeneration string
+	Purpose          string
+	Owner            string
 	// Mode is the mode that applies to the client: audit when a policy in
 	// audit mode selects it (or none selects it and the instance runs in
 	// audit mode). Later refusals (Deny) are softened in audit mode.
@@ -259,7 +266,7 @@ func (s *Snapshot) deny(a DecideArgs, r Reason) Decision {
 	if mode == ModeAudit {
 		d.Verdict, d.WouldDeny = Allow, true
 		if pi >= 0 {
-			d.Policy = s.pols[pi].id
+			d.Policy, d.PolicyGeneration = s.pols[pi].id, s.pols[pi].generation
 		}
 	}
 	return d
@@ -333,11 +340,14 @@ func (s *Snapshot) allow(a DecideArgs, idx *nsIndex, num int32) Decision {
 		Reason:  ReasonAllowed,
 		Policy:  p.id,
 		Rule:    r.index,
-		Purpose: r.purpose,
-		Owner:   r.owner,
-		Mode:    mode,
-		ECH:     r.ech,
-		Inspect: r.inspect,
-		CIDRs:   r.cidrs,
+
+		RuleName:         r.name,
+		PolicyGeneration: p.generation,
+		Purpose:          r.purpose,
+		Owner:            r.owner,
+		Mode:             mode,
+		ECH:              r.ech,
+		Inspect:          r.inspect,
+		CIDRs:            r.cidrs,
 	}
 }

@@ -23,17 +23,26 @@ var (
 // them joined; errors.As finds the first.
 type FieldError struct {
 	Origin string // "policies/llm.yaml: document 2 (llm-prod/llm-bootstrap)"
-	Field  string // "spec.egress[1].hosts[0]"
-	Value  string // the offending value, as written
-	Err    error  // the cause; wraps ErrInvalidHost, ErrInvalidPattern, ...
+	// Where is "file:line:column" of the field when the document was read
+	// from a file; empty otherwise (Origin says where).
+	Where string
+	Field string // "spec.egress[1].hosts[0]"
+	Value string // the offending value, as written
+	Err   error  // the cause; wraps ErrInvalidHost, ErrInvalidPattern, ...
 }
 
+// Error reads "llm-prod.yaml:14:13: spec.egress[0].ports[0]: a port is
+// 1–65535, got 70000": where, the field path, what is wrong and the value.
 func (e *FieldError) Error() string {
-	s := "policy: " + e.Origin + ": " + e.Field
-	if e.Value != "" {
-		s += " " + quote(e.Value)
+	where := e.Origin
+	if e.Where != "" {
+		where = e.Where
 	}
-	return s + ": " + e.Err.Error()
+	s := where + ": " + e.Field + ": " + e.Err.Error()
+	if e.Value != "" {
+		s += ", got " + quote(e.Value)
+	}
+	return s
 }
 
 // Unwrap returns the cause and ErrInvalid, so that errors.Is matches both.

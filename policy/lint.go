@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,9 +38,10 @@ func (w Warning) String() string { return w.Origin + ": " + w.Message }
 //     reach a registry can push to it;
 //   - an address rule (cidrs, no hosts) wider than an IPv4 /16 or an IPv6
 //     /48: every address of it is reachable by IP literal, with no name;
-//   - a rule whose hosts, ports and cidrs another rule of the same policy
-//     already allows (duplicate, or shadowed by a broader rule): it adds
-//     nothing, and its purpose and owner never reach an audit record;
+//   - a rule whose deletion changes no decision (redundant): another rule
+//     of the same policy matches its hosts, ports and phase and comes
+//     first, or comes later with the same cidrs, ech, inspect and http and
+//     no rule between them decides its requests otherwise;
 //   - a host pattern another pattern of the same rule covers;
 //   - a cidr beside hosts that opens every address of its family
 //     (0.0.0.0/0, ::/0);
@@ -70,6 +72,7 @@ type lintRule struct {
 	hosts []Pattern
 	ports []int32
 	cidrs []netip.Prefix
+	rule  *EgressRule
 }
 
 func (l *linter) policy(p *EgressPolicy, pods []*Client) {
@@ -104,6 +107,7 @@ func (l *linter) policy(p *EgressPolicy, pods []*Client) {
 			}
 		}
 		rules[i].ports = r.Ports
+		rules[i].rule = &p.Spec.Egress[i]
 		for j, c := range r.CIDRs {
 			pfx, err := parseCIDR(c)
 			if err != nil {
@@ -120,19 +124,15 @@ func (l *linter) policy(p *EgressPolicy, pods []*Client) {
 		}
 	}
 	for i := range rules {
-		for j := range rules {
-			if i == j || !rules[j].covers(&rules[i]) {
-				continue
+		if j, dup, ok := redundant(rules, i); ok {
+			switch {
+			case dup:
+				l.warn("spec.egress[%d] duplicates spec.egress[%d]: it allows nothing more, and rule %d decides", i, j, j)
+			case j < i:
+				l.warn("spec.egress[%d] is shadowed by the broader spec.egress[%d], which comes first: it never decides a request", i, j)
+			default:
+				l.warn("spec.egress[%d] is shadowed by the broader spec.egress[%d]: deleting it changes no decision, only the rule, purpose and owner its records name", i, j)
 			}
-			if rules[i].covers(&rules[j]) {
-				if j < i {
-					l.warn("spec.egress[%d] duplicates spec.egress[%d]: it allows nothing more, and rule %d decides", i, j, j)
-					break
-				}
-				continue
-			}
-			l.warn("spec.egress[%d] is shadowed by the broader spec.egress[%d]: it allows nothing more", i, j)
-			break
 		}
 	}
 	l.lintInspect(p, rules)
@@ -141,11 +141,47 @@ func (l *linter) policy(p *EgressPolicy, pods []*Client) {
 	}
 }
 
-// covers reports whether r allows everything q allows. A rule without
-// valid hosts covers nothing and is covered by nothing.
-func (r *lintRule) covers(q *lintRule) bool {
+// redundant reports whether deleting rule i of a policy changes no
+// decision, and names the rule j that makes it so (dup: i and j match
+// alike). Rules of one policy share its selector, serviceAccountNames and
+// mode, so only the rules' own fields count; rules of different policies
+// are never compared. Decide takes the first rule that matches, so:
+//   - an earlier rule j that matches every request i matches (matches)
+//     means i never decides;
+//   - a later one means i's requests go to j once i is gone: the same
+//     decision only when j gives them the same effect (sameEffect) and no
+//     rule between i and j that may match one of them gives another.
+func redundant(rules []lintRule, i int) (j int, dup, ok bool) {
+	ri := &rules[i]
+	for j := range i {
+		if rules[j].matches(ri) {
+			return j, ri.matches(&rules[j]) && ri.sameEffect(&rules[j]), true
+		}
+	}
+	for j := i + 1; j < len(rules); j++ {
+		rj := &rules[j]
+		if ri.matches(rj) {
+			return 0, false, false // j is the redundant one: deleting both would change decisions
+		}
+		if rj.matches(ri) && rj.sameEffect(ri) {
+			return j, false, true
+		}
+		if rj.mayMatchSome(ri) && !rj.sameEffect(ri) {
+			return 0, false, false // j takes some of i's requests, with another effect
+		}
+	}
+	return 0, false, false
+}
+
+// matches reports whether r matches every request q matches: q's hosts,
+// ports and phase. A rule without valid hosts (an address rule) matches
+// nothing here and is matched by nothing.
+func (r *lintRule) matches(q *lintRule) bool {
 	if len(r.hosts) == 0 || len(q.hosts) == 0 {
 		return false
+	}
+	if r.rule.Phase == PhaseInit && q.rule.Phase != PhaseInit {
+		return false // r stops matching once the pod is initialized
 	}
 	for _, qh := range q.hosts {
 		if !slices.ContainsFunc(r.hosts, func(rh Pattern) bool { return rh.Covers(qh) }) {
@@ -157,10 +193,35 @@ func (r *lintRule) covers(q *lintRule) bool {
 			return false
 		}
 	}
-	for _, qc := range q.cidrs {
-		if !slices.ContainsFunc(r.cidrs, func(rc netip.Prefix) bool {
-			return rc.Bits() <= qc.Bits() && rc.Contains(qc.Addr())
-		}) {
+	return true
+}
+
+// mayMatchSome reports whether some request matches both r and q.
+func (r *lintRule) mayMatchSome(q *lintRule) bool {
+	_, _, hosts := overlap(r.hosts, q.hosts)
+	return hosts && sharePort(r.ports, q.ports)
+}
+
+// sameEffect reports whether r and q give a request they decide the same
+// treatment: the address ranges the guard may open (cidrs), ech, inspection
+// and its http limits. It is the one place a new field of a rule that
+// changes what the rule allows is compared.
+func (r *lintRule) sameEffect(q *lintRule) bool {
+	a, b := r.rule, q.rule
+	return sameSet(r.cidrs, q.cidrs) &&
+		a.ECH == b.ECH &&
+		a.Inspect == b.Inspect &&
+		reflect.DeepEqual(a.HTTP, b.HTTP)
+}
+
+func sameSet[T comparable](a, b []T) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	for _, x := range b {
+		if !slices.Contains(a, x) {
 			return false
 		}
 	}

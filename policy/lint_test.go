@@ -12,6 +12,8 @@ import (
 func TestLint(t *testing.T) {
 	app := metav1.LabelSelector{MatchLabels: map[string]string{"app": "llm"}}
 	withCIDR := func(r EgressRule, c ...string) EgressRule { r.CIDRs = c; return r }
+	withPhase := func(r EgressRule, p string) EgressRule { r.Phase = p; return r }
+	withECH := func(r EgressRule) EgressRule { r.ECH = ECHAllow; return r }
 	tests := []struct {
 		name string
 		doc  Document
@@ -89,10 +91,28 @@ func TestLint(t *testing.T) {
 			withCIDR(rule([]int32{443}, "a.example.com"), "10.0.0.0/8"),
 			rule([]int32{443}, "*.example.com"),
 		), nil, nil},
+		// Deleting rule 0 would open 10.0.0.0/8 to a.example.com: the
+		// deciding rule's cidrs are what the guard opens.
 		{"cidrs inside broader cidrs", doc("ns", "p", app, nil,
 			withCIDR(rule([]int32{443}, "a.example.com"), "10.1.0.0/16"),
 			withCIDR(rule([]int32{443}, "**.example.com"), "10.0.0.0/8"),
+		), nil, nil},
+		{"same cidrs, broader later", doc("ns", "p", app, nil,
+			withCIDR(rule([]int32{443}, "a.example.com"), "10.0.0.0/8"),
+			withCIDR(rule([]int32{443}, "**.example.com"), "10.0.0.0/8"),
 		), nil, []string{"spec.egress[0] is shadowed"}},
+		{"init rule beside an exact one is not shadowed", doc("ns", "p", app, nil,
+			withPhase(rule([]int32{443}, "**.example.com"), PhaseInit),
+			rule([]int32{443}, "a.example.com"),
+		), nil, nil},
+		{"exact init rule after a broad one is shadowed", doc("ns", "p", app, nil,
+			rule([]int32{443}, "**.example.com"),
+			withPhase(rule([]int32{443}, "a.example.com"), PhaseInit),
+		), nil, []string{"spec.egress[1] is shadowed by the broader spec.egress[0], which comes first"}},
+		{"ech differs: not shadowed", doc("ns", "p", app, nil,
+			withECH(rule([]int32{443}, "a.example.com")),
+			rule([]int32{443}, "**.example.com"),
+		), nil, nil},
 		{"host covered in rule", doc("ns", "p", app, nil,
 			rule([]int32{443}, "a.b.example.com", "**.example.com", "**.example.com"),
 		), nil, []string{`"a.b.example.com" is already matched by "**.example.com"`, `"**.example.com" is already matched by "**.example.com"`}},

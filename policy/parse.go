@@ -33,11 +33,13 @@ func Parse(origin string, data []byte) ([]Document, error) {
 	)
 	for _, c := range YAMLDocuments(data) {
 		if c.Err != nil {
-			errs = append(errs, fmt.Errorf("%w: %s: document %d (from line %d): %w", ErrParse, origin, c.N, c.Line, c.Err))
+			errs = append(errs, fmt.Errorf("%w: %w", ErrParse, yamlError(origin, c.N, c.Line, c.Data,
+				fmt.Errorf("%s: document %d (from line %d): %w", origin, c.N, c.Line, c.Err))))
 			continue
 		}
 		where := fmt.Sprintf("%s: document %d", origin, c.N)
-		got, err := decodeDocument(where, c.Line, c.JSON)
+		src := &Document{file: origin, pos: docPositions(c.Data, c.Line)}
+		got, err := decodeDocument(src, where, c.Line, c.JSON)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -51,7 +53,7 @@ func Parse(origin string, data []byte) ([]Document, error) {
 }
 
 // decodeDocument decodes one non-empty document: a policy or a list.
-func decodeDocument(where string, line int, j []byte) ([]Document, error) {
+func decodeDocument(src *Document, where string, line int, j []byte) ([]Document, error) {
 	var tm struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
@@ -61,20 +63,20 @@ func decodeDocument(where string, line int, j []byte) ([]Document, error) {
 	}
 	switch {
 	case tm.Kind == Kind:
-		d, err := decodePolicy(where, line, j)
+		d, err := decodePolicy(src, where, line, j)
 		if err != nil {
 			return nil, err
 		}
 		return []Document{d}, nil
 	case tm.Kind == kindList && tm.APIVersion == "v1",
 		tm.Kind == kindPolicyList && tm.APIVersion == APIVersion:
-		return decodeList(where, line, j)
+		return decodeList(src, where, line, j)
 	}
 	return nil, fmt.Errorf("%w: %s (from line %d): apiVersion %q kind %q: want apiVersion %s, kind %s (or a List of them)",
 		ErrParse, where, line, tm.APIVersion, tm.Kind, APIVersion, Kind)
 }
 
-func decodeList(where string, line int, j []byte) ([]Document, error) {
+func decodeList(src *Document, where string, line int, j []byte) ([]Document, error) {
 	var list struct {
 		APIVersion string            `json:"apiVersion"`
 		Kind       string            `json:"kind"`
@@ -89,7 +91,9 @@ func decodeList(where string, line int, j []byte) ([]Document, error) {
 		errs []error
 	)
 	for i, item := range list.Items {
-		d, err := decodePolicy(where+", items["+strconv.Itoa(i)+"]", line, item)
+		in := *src
+		in.prefix = "items[" + strconv.Itoa(i) + "]."
+		d, err := decodePolicy(&in, where+", items["+strconv.Itoa(i)+"]", line, item)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -99,7 +103,10 @@ func decodeList(where string, line int, j []byte) ([]Document, error) {
 	return docs, errors.Join(errs...)
 }
 
-func decodePolicy(where string, line int, j []byte) (Document, error) {
+func decodePolicy(src *Document, where string, line int, j []byte) (Document, error) {
+	if errs := typeErrors(src, j); len(errs) > 0 {
+		return Document{}, errors.Join(errs...)
+	}
 	var p EgressPolicy
 	if err := strictDecode(j, &p); err != nil {
 		return Document{}, fmt.Errorf("%w: %s (from line %d): %w", ErrParse, where, line, err)
@@ -108,7 +115,8 @@ func decodePolicy(where string, line int, j []byte) (Document, error) {
 		return Document{}, fmt.Errorf("%w: %s (from line %d): apiVersion %q kind %q: want apiVersion %s, kind %s",
 			ErrParse, where, line, p.APIVersion, p.Kind, APIVersion, Kind)
 	}
-	return Document{Origin: where + " (" + p.Namespace + "/" + p.Name + ")", Policy: p}, nil
+	return Document{Origin: where + " (" + p.Namespace + "/" + p.Name + ")", Policy: p,
+		file: src.file, prefix: src.prefix, pos: src.pos}, nil
 }
 
 // strictDecode decodes JSON case-sensitively and refuses unknown and

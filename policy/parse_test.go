@@ -142,13 +142,13 @@ func TestParseErrors(t *testing.T) {
 			[]string{`kind "ConfigMap"`}},
 		{"no kind", "a: b\n", []string{`kind ""`}},
 		{"not an object", "- a\n- b\n", []string{"not an object"}},
-		{"yaml syntax", head + "spec: {egress: [\n", []string{"f.yaml: document 1 (from line 1)"}},
+		{"yaml syntax", head + "spec: {egress: [\n", []string{"f.yaml:", "(document 1)"}},
 		{"second document line", head + "spec: {egress: []}\n---\n" + head + "spec: [: bad\n",
-			[]string{"document 2 (from line 5)"}},
+			[]string{"f.yaml:", "(document 2)"}},
 		{"port type", head + "spec: {egress: [{hosts: [a.example.com], ports: [\"https\"]}]}\n",
-			[]string{"cannot unmarshal"}},
+			[]string{`f.yaml:4:50: spec.egress[0].ports[0]: want a port number 1-65535, got "https"`}},
 		{"port overflow", head + "spec: {egress: [{hosts: [a.example.com], ports: [99999999999]}]}\n",
-			[]string{"cannot unmarshal"}},
+			[]string{`f.yaml:4:50: spec.egress[0].ports[0]: want a port number 1-65535, got 99999999999`}},
 		{"list item kind", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: p}\n",
 			[]string{"document 1, items[0]", `kind "Pod"`}},
 		{"bad separator content", "--- [\n", []string{"document 1"}},
@@ -164,6 +164,11 @@ func TestParseErrors(t *testing.T) {
 			}
 			if !errors.Is(err, ErrParse) {
 				t.Fatalf("%v does not wrap ErrParse", err)
+			}
+			for _, goType := range []string{"int32", "Go struct", "EgressRule"} {
+				if strings.Contains(err.Error(), goType) {
+					t.Errorf("error %q names the Go type %s", err, goType)
+				}
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {

@@ -41,6 +41,11 @@ type EgressPolicySpec struct {
 
 // EgressRule allows a set of host patterns on a set of ports.
 type EgressRule struct {
+	// Name identifies the rule in records (rule_name), reports, explain,
+	// suggest and Events, stable when rules are inserted before it: a DNS
+	// label, unique within its policy. Empty: the rule is known by its
+	// index only.
+	Name  string   `json:"name,omitempty"`
 	Hosts []string `json:"hosts,omitempty"`
 	Ports []int32  `json:"ports"`
 	// CIDRs lets the rule reach non-public addresses and IP-literal
@@ -80,4 +85,9 @@ type EgressPolicyStatus struct {
 type Document struct {
 	Origin string
 	Policy EgressPolicy
+
+	// file, prefix and pos place a field of a document Parse read:
+	// where(field) is file:line:column of pos[prefix+field].
+	file, prefix string
+	pos          positions
 }

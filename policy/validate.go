@@ -21,7 +21,8 @@ import (
 // every pod of the namespace, as in NetworkPolicy); serviceAccountNames;
 // spec.mode audit, enforce or empty; at least one egress rule; per rule
 // at least one host pattern (ParsePattern) or, for an address rule, cidrs
-// alone; phase init or empty; ech allow or empty; at least one port in 1–65535, and cidrs in masked prefix
+// alone; a rule's name, when set, a DNS-1123 label unique within the
+// policy; phase init or empty; ech allow or empty; at least one port in 1–65535, and cidrs in masked prefix
 // form ("10.40.0.0/16", not "10.40.0.1/16"), IPv4 written as IPv4.
 func Validate(doc Document) error { return ValidateWith(doc, ValidateOptions{}) }
 
@@ -30,7 +31,7 @@ func Validate(doc Document) error { return ValidateWith(doc, ValidateOptions{}) 
 // are checked too: they need inspect: true; methods are upper case;
 // paths are clean absolute paths with an optional final "/*" or "/**".
 func ValidateWith(doc Document, opts ValidateOptions) error {
-	v := validator{origin: doc.Origin, opts: opts}
+	v := validator{doc: &doc, opts: opts}
 	p := &doc.Policy
 	if p.APIVersion != "" && p.APIVersion != APIVersion {
 		v.add("apiVersion", p.APIVersion, fmt.Errorf("want %s", APIVersion))
@@ -54,20 +55,32 @@ func ValidateWith(doc Document, opts ValidateOptions) error {
 	if len(p.Spec.Egress) == 0 {
 		v.add("spec.egress", "", errors.New("at least one rule is required (a policy without rules allows nothing)"))
 	}
+	names := make(map[string]int, len(p.Spec.Egress))
 	for i := range p.Spec.Egress {
-		v.rule(fmt.Sprintf("spec.egress[%d]", i), &p.Spec.Egress[i])
+		field := fmt.Sprintf("spec.egress[%d]", i)
+		v.rule(field, &p.Spec.Egress[i])
+		if n := p.Spec.Egress[i].Name; n != "" {
+			if j, dup := names[n]; dup {
+				v.add(field+".name", n, fmt.Errorf("spec.egress[%d] has this name already: a rule name is unique within its policy", j))
+			}
+			names[n] = i
+		}
 	}
 	return v.err()
 }
 
 type validator struct {
-	origin string
-	opts   ValidateOptions
-	errs   []error
+	doc  *Document
+	opts ValidateOptions
+	errs []error
 }
 
 func (v *validator) add(field, value string, err error) {
-	v.errs = append(v.errs, &FieldError{Origin: v.origin, Field: field, Value: value, Err: err})
+	fe := &FieldError{Origin: v.doc.Origin, Field: field, Value: value, Err: err}
+	if w := v.doc.where(field); w != v.doc.Origin {
+		fe.Where = w
+	}
+	v.errs = append(v.errs, fe)
 }
 
 func (v *validator) err() error { return errors.Join(v.errs...) }
@@ -83,6 +96,9 @@ func (v *validator) dns(field, value string, check func(string) []string) {
 }
 
 func (v *validator) rule(field string, r *EgressRule) {
+	if r.Name != "" {
+		v.dns(field+".name", r.Name, validation.IsDNS1123Label)
+	}
 	if len(r.Hosts) == 0 && len(r.CIDRs) == 0 {
 		v.add(field+".hosts", "", errors.New("at least one host pattern is required (or cidrs alone: an address rule)"))
 	}

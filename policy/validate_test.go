@@ -91,7 +91,7 @@ func TestParseValidateOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Compile(docs)
-	want := `policy: policies/a.yaml: document 1 (ns/a): spec.egress[1].hosts[1] "a*.example.com": label "a*": a wildcard must be a whole label`
+	want := `policies/a.yaml:4:82: spec.egress[1].hosts[1]: label "a*": a wildcard must be a whole label: invalid host pattern, got "a*.example.com"`
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("got  %v\nwant %s…", err, want)
 	}

@@ -17,6 +17,8 @@ type YAMLDocument struct {
 	JSON []byte
 	// Err says why the document is not YAML (or has a duplicate key).
 	Err error
+	// Data is the document's YAML as written (its first line is Line).
+	Data []byte
 }
 
 // YAMLDocuments splits a YAML (or JSON) stream into its documents and
@@ -40,14 +42,14 @@ func YAMLDocuments(data []byte) []YAMLDocument {
 		j, err := yaml.YAMLToJSONStrict(c.data)
 		if err != nil {
 			n++
-			out = append(out, YAMLDocument{N: n, Line: c.line, Err: err})
+			out = append(out, YAMLDocument{N: n, Line: c.line, Err: err, Data: c.data})
 			continue
 		}
 		if isNull(j) {
 			continue
 		}
 		n++
-		out = append(out, YAMLDocument{N: n, Line: c.line, JSON: j})
+		out = append(out, YAMLDocument{N: n, Line: c.line, JSON: j, Data: c.data})
 	}
 	return out
 }

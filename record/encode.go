@@ -65,6 +65,8 @@ func AppendJSON(b []byte, r *Record) ([]byte, error) {
 		b = append(b, `,"rule":`...)
 		b = strconv.AppendInt(b, int64(*r.Rule), 10)
 	}
+	b = appendOptString(b, `,"rule_name":`, r.RuleName)
+	b = appendOptString(b, `,"policy_generation":`, r.PolicyGeneration)
 	b = appendOptString(b, `,"purpose":`, r.Purpose)
 	b = appendOptString(b, `,"owner":`, r.Owner)
 	b = appendOptString(b, `,"mode":`, r.Mode)

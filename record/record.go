@@ -13,6 +13,10 @@ const (
 	// KindInspected is one HTTP exchange inside an inspected tunnel; its
 	// Tunnel names the tunnel's record.
 	KindInspected = "inspected"
+	// KindCheckpoint is a signed checkpoint of the process's log
+	// (--audit-signing-key; docs/design.md, "Verifiable records"): a record,
+	// but not of a request; readers of requests skip it.
+	KindCheckpoint = "checkpoint"
 )
 
 // Client is who asked.
@@ -140,9 +144,12 @@ type Record struct {
 	Reason    string `json:"reason"`
 	Policy    string `json:"policy,omitempty"`
 	Rule      *int   `json:"rule,omitempty"`
-	Purpose   string `json:"purpose,omitempty"`
-	Owner     string `json:"owner,omitempty"`
-	Mode      string `json:"mode,omitempty"`
+	// RuleName and PolicyGeneration: policy.Decision's.
+	RuleName         string `json:"rule_name,omitempty"`
+	PolicyGeneration string `json:"policy_generation,omitempty"`
+	Purpose          string `json:"purpose,omitempty"`
+	Owner            string `json:"owner,omitempty"`
+	Mode             string `json:"mode,omitempty"`
 	// Probe is the Egressd-Probe name of a request made by egressd probe.
 	Probe string `json:"probe,omitempty"`
 	DNS   *DNS   `json:"dns,omitempty"`

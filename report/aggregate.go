@@ -102,6 +102,7 @@ type Aggregator struct {
 type ruleKey struct {
 	policy string
 	rule   int
+	name   string
 }
 
 type wkey struct{ ns, kind, name string }
@@ -237,9 +238,9 @@ func (a *Aggregator) count(r *auditlog.Record) {
 	rule := ""
 	if r.Policy != "" && r.Rule != nil && *r.Rule >= 0 {
 		// One string per rule, not per record.
-		k := ruleKey{r.Policy, *r.Rule}
+		k := ruleKey{r.Policy, *r.Rule, r.RuleName}
 		if rule = a.ruleIDs[k]; rule == "" {
-			rule = ruleID(r.Policy, *r.Rule)
+			rule = ruleID(r.Policy, *r.Rule, r.RuleName)
 			a.ruleIDs[k] = rule
 		}
 	}
@@ -411,8 +412,8 @@ func unusedRules(docs []policy.Document, ns string, used map[string][]string) ([
 		checked++
 		id := p.Namespace + "/" + p.Name
 		for i, rule := range p.Spec.Egress {
-			u := UnusedRule{Policy: id, Rule: i, Ports: rule.Ports, Purpose: rule.Purpose, Owner: rule.Owner}
-			hosts, ok := used[ruleID(id, i)]
+			u := UnusedRule{Policy: id, Rule: i, Name: rule.Name, Ports: rule.Ports, Purpose: rule.Purpose, Owner: rule.Owner}
+			hosts, ok := used[ruleID(id, i, rule.Name)]
 			if !ok {
 				u.Whole, u.Hosts, u.CIDRs = true, rule.Hosts, rule.CIDRs
 				out = append(out, u)
@@ -438,7 +439,15 @@ func unusedRules(docs []policy.Document, ns string, used map[string][]string) ([
 	return out, checked
 }
 
-func ruleID(policyID string, rule int) string { return policyID + "#" + strconv.Itoa(rule) }
+// ruleID identifies a rule across edits of its policy: by its name when it
+// has one (a rule inserted before it shifts its index, not its name), else
+// by its index.
+func ruleID(policyID string, rule int, name string) string {
+	if name != "" {
+		return policyID + "#" + name
+	}
+	return policyID + "#" + strconv.Itoa(rule)
+}
 
 func addCounts(c *Counts, class string, n int64) {
 	c.Requests += n

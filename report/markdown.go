@@ -86,7 +86,7 @@ func renderMarkdown(out io.Writer, rep *Report) error {
 					what = "whole rule"
 				}
 				entries := append(append([]string(nil), u.Hosts...), u.CIDRs...)
-				p("| %s | %d | %s | %s | %s |", md(u.Policy), u.Rule, ports(u.Ports), what, md(strings.Join(entries, ", ")))
+				p("| %s | %s | %s | %s | %s |", md(u.Policy), md(u.Label()), ports(u.Ports), what, md(strings.Join(entries, ", ")))
 			}
 		}
 	}

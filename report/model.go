@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/egressd/egressd/auditlog"
@@ -78,11 +79,13 @@ type NegativeControl struct {
 // UnusedRule is a rule that matched nothing, or the host entries of a
 // used rule that matched nothing (Hosts lists those only).
 type UnusedRule struct {
-	Policy string   `json:"policy"`
-	Rule   int      `json:"rule"`
-	Hosts  []string `json:"hosts,omitempty"`
-	CIDRs  []string `json:"cidrs,omitempty"`
-	Ports  []int32  `json:"ports"`
+	Policy string `json:"policy"`
+	Rule   int    `json:"rule"`
+	// Name is the rule's name, when it has one.
+	Name  string   `json:"rule_name,omitempty"`
+	Hosts []string `json:"hosts,omitempty"`
+	CIDRs []string `json:"cidrs,omitempty"`
+	Ports []int32  `json:"ports"`
 	// Whole is true when no request matched the rule at all.
 	Whole   bool   `json:"whole_rule"`
 	Purpose string `json:"purpose,omitempty"`
@@ -167,4 +170,15 @@ func (d *Destination) Label() string {
 		return d.Host
 	}
 	return d.Host + ":" + itoa(int64(d.Port))
+}
+
+// ID is "namespace/policy#name", or "#index" for a rule without a name.
+func (u UnusedRule) ID() string { return ruleID(u.Policy, u.Rule, u.Name) }
+
+// Label is the rule's name, or its index when it has none.
+func (u UnusedRule) Label() string {
+	if u.Name != "" {
+		return u.Name
+	}
+	return strconv.Itoa(u.Rule)
 }

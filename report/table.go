@@ -74,7 +74,7 @@ func renderTable(out io.Writer, rep *Report) error {
 					what = "whole rule: "
 				}
 				entries := append(append([]string(nil), u.Hosts...), u.CIDRs...)
-				wrap(w, fmt.Sprintf("  %s#%d ports %s; %s", u.Policy, u.Rule, ports(u.Ports), what), entries, ", ")
+				wrap(w, fmt.Sprintf("  %s ports %s; %s", u.ID(), ports(u.Ports), what), entries, ", ")
 			}
 		}
 	}

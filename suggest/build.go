@@ -375,7 +375,8 @@ func (res *Result) check() error {
 			return fmt.Errorf("%w: %s/%s reads back differently from its YAML", ErrSelfCheck, want.Namespace, want.Name)
 		}
 	}
-	snap, err := policy.Compile(parsed)
+	// The loader check and run use: what it accepts is what egressd enforces.
+	snap, err := policy.Load([]policy.Source{{Name: "suggested", Data: buf.Bytes()}}, policy.ValidateOptions{})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSelfCheck, err)
 	}

@@ -176,7 +176,7 @@ func loadRunInputs(t *testing.T, polFile, podsFile string) (*policy.Snapshot, *i
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := compilePolicies(files, policy.ValidateOptions{})
+	snap, err := loadPolicies(files, policy.ValidateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

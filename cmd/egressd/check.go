@@ -36,16 +36,17 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return 1
 	}
-	docs, err := parsePolicies(files)
+	// The loader run uses, at start and on every reload: check's exit
+	// code is run's accept or reject.
+	snap, err := loadPolicies(files, policy.ValidateOptions{InspectAvailable: *inspect})
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
-	}
-	for _, d := range docs {
-		if err := policy.ValidateWith(d, policy.ValidateOptions{InspectAvailable: *inspect}); err != nil {
-			errs = append(errs, err)
+		if !*inspect && errors.Is(err, policy.ErrInspectUnavailable) {
+			errs = append(errs, errors.New("a rule has inspect: true: check it as an egressd run with --inspect-ca-cert and --inspect-ca-key loads it, with egressd check --inspect"))
 		}
 	}
+	docs := snap.Policies()
 	var clients []*policy.Client
 	if *pods != "" {
 		podList, err := readPods([]string{*pods})

@@ -197,7 +197,7 @@ func loadExplainInput(ctx context.Context, o *explainOptions) (explain.Input, er
 	if err != nil {
 		return explain.Input{}, err
 	}
-	snap, err := compilePolicies(files, explainValidate)
+	snap, err := loadPolicies(files, explainValidate)
 	if err != nil {
 		return explain.Input{}, err
 	}

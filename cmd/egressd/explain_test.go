@@ -78,7 +78,7 @@ func decideDirect(t *testing.T, args []string) policy.Decision {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := compilePolicies(files, policy.ValidateOptions{})
+	snap, err := loadPolicies(files, policy.ValidateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

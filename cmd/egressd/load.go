@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/egressd/egressd/identity"
@@ -10,30 +8,16 @@ import (
 	"github.com/egressd/egressd/policy"
 )
 
-// parsePolicies parses every file; errors of all files are joined so that
-// one run of `egressd check` shows every problem.
-func parsePolicies(files []watch.File) ([]policy.Document, error) {
-	var docs []policy.Document
-	var errs []error
-	for _, f := range files {
-		d, err := policy.Parse(f.Path, f.Data)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		docs = append(docs, d...)
+// loadPolicies is the thin file adapter of policy.Load, the one loader of
+// a policy set: check, run (start and every reload) and explain call it,
+// so that check accepts exactly what run enforces. opts say whether this
+// instance inspects (an inspection CA is loaded).
+func loadPolicies(files []watch.File, opts policy.ValidateOptions) (*policy.Snapshot, error) {
+	srcs := make([]policy.Source, len(files))
+	for i, f := range files {
+		srcs[i] = policy.Source{Name: f.Path, Data: f.Data}
 	}
-	return docs, errors.Join(errs...)
-}
-
-// compilePolicies reads, parses, validates and compiles the policy paths;
-// opts say whether this instance inspects (an inspection CA is loaded).
-func compilePolicies(files []watch.File, opts policy.ValidateOptions) (*policy.Snapshot, error) {
-	docs, err := parsePolicies(files)
-	if err != nil {
-		return nil, err
-	}
-	return policy.CompileWith(docs, opts)
+	return policy.Load(srcs, opts)
 }
 
 // readPods reads and parses pods files.

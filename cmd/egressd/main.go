@@ -27,6 +27,8 @@ Usage:
   egressd explain (--pod NS/NAME | --ip IP) --host H --port P [flags]   why run allows or denies a request
   egressd report  [flags] [FILE|DIR|-]...       report of audit records (table, json, csv, markdown, dot, html)
   egressd suggest [flags] [FILE|DIR|-]...       EgressPolicy YAML that would allow what records show
+  egressd keygen  --name NAME [--out DIR]        signer and verifier keys for --audit-signing-key
+  egressd verify  --key FILE.pub [flags] [FILE|DIR|-]...   prove audit records complete and unaltered
   egressd version
 
 Every flag also reads EGRESSD_<NAME> from the environment
@@ -69,6 +71,10 @@ func dispatchIO(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return reportMain(ctx, args[1:], stdin, stdout, stderr, time.Now())
 	case "suggest":
 		return suggestMain(args[1:], stdin, stdout, stderr)
+	case "keygen":
+		return keygenMain(args[1:], stdout, stderr)
+	case "verify":
+		return verifyMain(args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-version", "-v":
 		fmt.Fprintf(stdout, "egressd %s\n", version)
 		return 0

@@ -89,8 +89,12 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	switch {
 	case len(policies) > 0:
 		files, err := watch.Read(policies)
+		var snap *policy.Snapshot
 		if err == nil {
-			cfg.Policies, err = parsePolicies(files)
+			// Every policy, inspecting ones included: report reads records
+			// of any instance.
+			snap, err = loadPolicies(files, policy.ValidateOptions{InspectAvailable: true})
+			cfg.Policies = snap.Policies()
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "egressd report: %v\n", err)

@@ -79,12 +79,15 @@ type runOptions struct {
 	auditInterim  time.Duration
 	auditBuffer   int
 	auditFailure  string
-	drainTimeout  time.Duration
-	lameduck      time.Duration
-	reloadEvery   time.Duration
-	logLevel      string
-	maxConns      int
-	eventInterval time.Duration
+	// --audit-signing-key, --audit-checkpoint-interval (issue 26).
+	auditSigningKey    string
+	auditCheckpointInt time.Duration
+	drainTimeout       time.Duration
+	lameduck           time.Duration
+	reloadEvery        time.Duration
+	logLevel           string
+	maxConns           int
+	eventInterval      time.Duration
 
 	// dnsTimeout, dnsStaleFor, dnsFailureTTL and responseTimeout: zero means the
 	// package default (resolver.Config, proxy.Config).
@@ -122,6 +125,8 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.auditMaxSize, "audit-file-max-size", 0, "rotate --audit-file at this size in MiB, keeping renamed backups (0: no size rotation)")
 	fs.IntVar(&o.auditBackups, "audit-file-max-backups", 0, "rotated --audit-file backups to keep (0: all)")
 	fs.DurationVar(&o.auditInterim, "audit-interim", time.Minute, "write an interim record for a tunnel or exchange still open after this, and again every interval (0: never)")
+	fs.StringVar(&o.auditSigningKey, "audit-signing-key", "", "signer key file (egressd keygen's NAME.key): every record becomes a leaf of this process's signed log (log, seq), with checkpoint records; egressd verify checks them; the key is never logged")
+	fs.DurationVar(&o.auditCheckpointInt, "audit-checkpoint-interval", audit.DefaultCheckpointInterval, "with --audit-signing-key: write a signed checkpoint record this often when records were written since the last (also at each rotation and at exit)")
 	fs.IntVar(&o.auditBuffer, "audit-buffer", audit.DefaultBufferLimit, "bytes of audit records each sink (stdout, --audit-file) may hold while its writes fail or lag (min 1 MiB)")
 	fs.StringVar(&o.auditFailure, "audit-failure", string(audit.FailClosed), "when audit records cannot be written: closed (refuse new requests, 503 audit-unavailable) or open (serve; drop and count what does not fit in --audit-buffer)")
 	fs.DurationVar(&o.lameduck, "lameduck", 5*time.Second, "on SIGTERM, how long egressd stays unready but keeps serving everything (the Service keeps sending until its endpoints change), before it stops accepting (0: stop at once)")
@@ -194,6 +199,9 @@ func (o *runOptions) validate() error {
 	if o.auditMaxSize < 0 || o.auditBackups < 0 {
 		errs = append(errs, errors.New("--audit-file-max-size and --audit-file-max-backups must not be negative"))
 	}
+	if o.auditCheckpointInt <= 0 {
+		errs = append(errs, fmt.Errorf("--audit-checkpoint-interval %s: want a positive duration (10s)", o.auditCheckpointInt))
+	}
 	if o.auditFile == "" && (o.auditMaxSize > 0 || o.auditBackups > 0) {
 		errs = append(errs, errors.New("--audit-file-max-size and --audit-file-max-backups need --audit-file"))
 	}
@@ -246,6 +254,9 @@ func splitListen(v string, def int) (string, int, error) {
 // state is what the running process shares between its parts.
 type state struct {
 	log *slog.Logger
+	// checkpoint returns the latest signed checkpoint of the audit log
+	// (GET /audit/checkpoint); it returns nil without --audit-signing-key.
+	checkpoint func() []byte
 	// validate says whether policies may inspect (an inspection CA is
 	// loaded); set before the first policy load.
 	validate policy.ValidateOptions
@@ -285,7 +296,7 @@ func (s *state) watchPolicies(paths []string, every time.Duration) *watch.Watche
 	return &watch.Watcher{Paths: paths, Interval: every, OnChange: func(files []watch.File, err error) {
 		var snap *policy.Snapshot
 		if err == nil {
-			snap, err = compilePolicies(files, s.validate)
+			snap, err = loadPolicies(files, s.validate)
 		}
 		if err != nil {
 			s.metrics.ReloadErrors.WithLabelValues("policy").Inc()

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/evidence"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/watch"
@@ -137,7 +138,12 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	st := &state{log: log, metrics: m, pods: identity.NewStore()}
-	writers, auditCloser, err := auditWriters(stdout, o)
+	ev, err := auditEvidence(o)
+	if err != nil {
+		return err
+	}
+	var auditLog *audit.Logger
+	writers, auditCloser, err := auditWriters(stdout, o, func() { _ = auditLog.Checkpoint(evidence.TriggerRotation) })
 	if err != nil {
 		return err
 	}
@@ -156,7 +162,12 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	// logger hands every record to st.recordEvent.
 	acfg := auditConfig(o, writers, m, log)
 	acfg.OnRecord = st.recordEvent
-	auditLog := audit.New(acfg)
+	acfg.Evidence = ev
+	auditLog = audit.New(acfg)
+	st.checkpoint = auditLog.Latest
+	if ev != nil {
+		log.Info("audit records are signed", "log", ev.ID())
+	}
 	defer auditLog.Close() // runs before auditCloser: the file is still open
 	defer reopenOnHangup(auditLog, log)()
 
@@ -353,6 +364,9 @@ func addrOf(ln net.Listener) string {
 func healthServer(reg *prometheus.Registry, st *state) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if st.checkpoint != nil {
+		mux.HandleFunc("GET /audit/checkpoint", checkpointHandler(st.checkpoint))
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

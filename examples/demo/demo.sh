@@ -9,10 +9,15 @@
 # denied path answered 403 inside the tunnel; `egressd suggest` names the
 # blob host from that recorded redirect; with the blob host's rule the
 # download's 302 and the blob's 200 are both recorded.
+# Every record is signed with the demo's key (egressd keygen), and the demo
+# ends by verifying its own records (egressd verify, docs/reports.md).
 # Ports as world.sh says.
 set -euo pipefail
 # shellcheck source=world.sh
 source "$(dirname "$0")/world.sh"
+
+"$egressd" keygen --name egressd-demo --out "$work" >/dev/null
+audit_key=$work/egressd-demo.key
 
 start_egressd blind --policy examples/demo/policy.yaml
 export HTTPS_PROXY=http://$proxy
@@ -86,6 +91,11 @@ exchanges "$work/audit-blob.jsonl"
 echo "== and the inspected tunnel of the blob host (tls.inspected, the origin's certificate, its requests)"
 grep '"kind":"connect"' "$work/audit-blob.jsonl" | grep '"inspected":true' | grep '"host":"eu1.blob.demo.test"'
 
-if grep -q -e "$(sed -n 2p "$work/inspect-ca.key")" -e DEMO-SECRET "$work"/audit-*.jsonl "$work"/egressd-*.log; then
-  echo "UNEXPECTED: the CA key or the signed URL's query is in a record or log line"; exit 1
+signer=$(sed 's/.*+//' "$audit_key")
+if grep -q -e "$(sed -n 2p "$work/inspect-ca.key")" -e DEMO-SECRET -e "$signer" "$work"/audit-*.jsonl "$work"/egressd-*.log; then
+  echo "UNEXPECTED: the CA key, the audit signer key or the signed URL's query is in a record or log line"; exit 1
 fi
+
+echo
+echo "== 8. egressd verify: the demo's records, three runs, complete and unaltered (the demo's verifier key)"
+"$egressd" verify --key "$work/egressd-demo.pub" "$work"/audit-*.jsonl

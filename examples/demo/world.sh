@@ -30,7 +30,7 @@ start_egressd() {
   local name=$1; shift
   "$egressd" run "$@" --pods examples/demo/pods.yaml \
     --upstream-dns "$origin_dns" --proxy-addr "$proxy" --dns-addr "$dns" --metrics-addr "$metrics" \
-    --audit-file "$work/audit-$name.jsonl" >/dev/null 2>"$work/egressd-$name.log" &
+    --audit-file "$work/audit-$name.jsonl" ${audit_key:+--audit-signing-key "$audit_key"} >/dev/null 2>"$work/egressd-$name.log" &
   egressd_pid=$!
   pids+=($egressd_pid)
   for _ in $(seq 100); do

@@ -117,6 +117,8 @@ var rules = []rule{
 		onlyModule: []string{}, mustNot: []string{clientGo}},
 	{pkg: "certs", why: "the one CA loader and issuer must not import any other package of this module",
 		onlyModule: []string{}},
+	{pkg: "evidence", why: "evidence hashes and signs record lines and verifies them: bytes in, bytes out; it imports no other package of this module",
+		onlyModule: []string{}},
 	{pkg: "export", why: "export ships records to a log engine: it reads them with auditlog and never reaches the serving packages, audit, kube, cmd or client-go (cmd hands it to audit as a writer)",
 		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
 	{pkg: "internal/watch", why: "watch polls files; it imports no other package of this module",

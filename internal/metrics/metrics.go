@@ -29,10 +29,12 @@ type Metrics struct {
 	Policies       prometheus.Gauge
 	AuditWritten   prometheus.Counter
 	AuditFailed    prometheus.Counter
-	AuditDropped   prometheus.Counter     // records lost: a sink's buffer was full, or Close gave up
-	AuditAvailable prometheus.Gauge       // 1 while every audit sink takes records
-	UpstreamErrors *prometheus.CounterVec // DNS upstream errors, kind: timeout, network, servfail
-	InspectLeaves  *prometheus.CounterVec // inspection's leaf lookups, result: LeafHit, LeafMinted, LeafFailed
+	AuditDropped   prometheus.Counter // records lost: a sink's buffer was full, or Close gave up
+	AuditAvailable prometheus.Gauge   // 1 while every audit sink takes records
+	// AuditCheckpoints counts the checkpoint records written (--audit-signing-key).
+	AuditCheckpoints prometheus.Counter
+	UpstreamErrors   *prometheus.CounterVec // DNS upstream errors, kind: timeout, network, servfail
+	InspectLeaves    *prometheus.CounterVec // inspection's leaf lookups, result: LeafHit, LeafMinted, LeafFailed
 }
 
 // Results of an inspected tunnel's leaf lookup: the result label of
@@ -89,6 +91,9 @@ func New() *Metrics {
 		AuditDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "egressd_audit_dropped_total", Help: "Audit records lost: a sink's buffer (--audit-buffer) was full, or the final flush gave up.",
 		}),
+		AuditCheckpoints: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "egressd_audit_checkpoints_total", Help: "Signed checkpoint records of the audit log written (--audit-signing-key).",
+		}),
 		AuditAvailable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "egressd_audit_available", Help: "1 while every audit sink takes records; 0 while one fails, hangs or lags (with --audit-failure closed new requests are refused).",
 		}),
@@ -107,7 +112,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.Requests, m.DNSQueries, m.DialSeconds, m.DNSSeconds,
 		m.ActiveTunnels, m.BytesRelayed, m.CacheHits, m.CacheMisses, m.CacheSize, m.Reloads,
 		m.ReloadErrors, m.PolicyStale, m.Identities, m.Policies, m.AuditWritten, m.AuditFailed,
-		m.AuditDropped, m.AuditAvailable, m.UpstreamErrors, m.InspectLeaves} {
+		m.AuditDropped, m.AuditAvailable, m.AuditCheckpoints, m.UpstreamErrors, m.InspectLeaves} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}

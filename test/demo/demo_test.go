@@ -68,6 +68,12 @@ func TestDemoScript(t *testing.T) {
 			want: []string{"downloaded 1048576 bytes", "models.demo.test  GET 302  allowed  redirect_host=eu1.blob.demo.test",
 				"eu1.blob.demo.test  GET 200  allowed", `"inspected":true`},
 		},
+		{
+			name:  "the demo verifies its own signed records",
+			from:  "== 8. egressd verify",
+			want:  []string{" records in 3 logs"},
+			never: []string{"FAILED", "altered log=", "missing log=", "truncated log=", "unterminated log="},
+		},
 	}
 	for i, p := range parts {
 		t.Run(p.name, func(t *testing.T) {
