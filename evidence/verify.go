@@ -294,11 +294,16 @@ func parseTail(line []byte) (id []byte, seq uint64, prev leaf, hasPrev, ok bool)
 		return id, seq, prev, false, true
 	}
 	b64, found := bytes.CutPrefix(rest, []byte(`,"prev":"`))
-	if !found || len(b64) != 46 || string(b64[44:]) != `"}` {
+	if !found || !bytes.HasSuffix(b64, []byte(`"}`)) {
 		return
 	}
+	// A prev that is not 32 bytes of base64 (an altered one) still leaves
+	// a record of this log and seq, whose link to its predecessor is broken.
+	if len(b64) != 46 {
+		return id, seq, leaf{}, false, true
+	}
 	if m, err := base64.StdEncoding.Decode(prev[:], b64[:44]); err != nil || m != 32 {
-		return
+		return id, seq, leaf{}, false, true
 	}
 	return id, seq, prev, true, true
 }

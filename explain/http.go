@@ -16,6 +16,9 @@ type httpReport struct {
 	// decided by its http entries; false: egressd does not see it.
 	Inspected bool   `json:"inspected"`
 	Note      string `json:"note,omitempty"`
+	// Credential is the credential egressd would add to the request
+	// (name and header, never its value); nil if none.
+	Credential *policy.Credential `json:"credential,omitempty"`
 }
 
 // CheckRequest checks Path and Method (--path, --method): a request
@@ -50,6 +53,7 @@ func (r *Report) decideRequest(o *Options, snap *policy.Snapshot) {
 		return
 	}
 	r.final = snap.DecideRequest(r.final, o.Method, o.Path)
+	r.HTTP.Credential = r.final.AddsCredential()
 }
 
 // writeHTTP prints the request inside the tunnel.
@@ -63,4 +67,7 @@ func writeHTTP(p *explainWriter, r *Report) {
 		return
 	}
 	p.line("http", "%s %s: inspected, decided by the rule's http entries", h.Method, h.Path)
+	if c := h.Credential; c != nil {
+		p.line("credential", "egressd sets %s to credential %s (%q; the value is never shown)", c.Header, c.Name, c.Format)
+	}
 }

@@ -194,6 +194,9 @@ func ruleLine(r *Report, pe policy.PolicyExplanation, re policy.RuleExplanation)
 	if re.ECH {
 		b.WriteString("; ech: allow")
 	}
+	if c := re.Credential; c != nil {
+		fmt.Fprintf(&b, "; credential %s in %s", c.Name, c.Header)
+	}
 	b.WriteString(" → ")
 	switch {
 	case re.Decides:

@@ -46,3 +46,24 @@ func outgoing(ctx context.Context, req *http.Request, host string) *http.Request
 	}
 	return out
 }
+
+// setHeader sets the field v names on out, replacing the client's values
+// (a credential, docs/design.md "Credentials"), and reports whether the
+// client had sent one. The value slice is shared: net/http and
+// x/net/http2 only read it.
+func setHeader(out *http.Request, v Verdict) bool {
+	if v.SetHeader == "" {
+		return false
+	}
+	_, had := out.Header[v.SetHeader]
+	out.Header[v.SetHeader] = v.SetValue
+	return had
+}
+
+// refusalStatus is the status of a refusal: the verdict's, else 403.
+func refusalStatus(v Verdict) int {
+	if v.Status != 0 {
+		return v.Status
+	}
+	return http.StatusForbidden
+}

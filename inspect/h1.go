@@ -141,7 +141,7 @@ func (s *session) exchangeH1(req *http.Request, fieldMismatch bool, start time.T
 	x, body := s.begin(req, fieldMismatch, start, "HTTP/1.1")
 	defer s.end(x, body)
 	if !x.Verdict.Allow {
-		x.Status = http.StatusForbidden
+		x.Status = refusalStatus(x.Verdict)
 		if req.Header.Get("Expect") != "" {
 			// The client waits for a 100 before its body: answer
 			// without reading it, and close (RFC 9110 §10.1.1).
@@ -154,6 +154,7 @@ func (s *session) exchangeH1(req *http.Request, fieldMismatch bool, start time.T
 		return keep, cw.Flush()
 	}
 	out := outgoing(req.Context(), req, s.a.Host)
+	x.Replaced = setHeader(out, x.Verdict)
 	if req.Header.Get("Expect") != "" {
 		// egressd answers 100-continue itself (it has decided); the
 		// origin gets the body without waiting.
@@ -267,6 +268,7 @@ func (s *session) begin(req *http.Request, fieldMismatch bool, start time.Time, 
 }
 
 func (s *session) end(x *Exchange, body *countReader) {
+	x.Verdict.SetValue = nil // a credential: never in a record
 	x.Duration = time.Since(x.Start)
 	x.BytesReceived = body.n.Load()
 	s.record(*x)

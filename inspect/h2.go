@@ -44,7 +44,7 @@ func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2
 	x, body := s.begin(req, false, time.Now(), "HTTP/2.0")
 	defer s.end(x, body)
 	if !x.Verdict.Allow {
-		x.Status = http.StatusForbidden
+		x.Status = refusalStatus(x.Verdict)
 		writeRefusalH2(w, x.Status, x.Verdict.Reason, s.a.Host)
 		return
 	}
@@ -53,7 +53,9 @@ func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	late := time.AfterFunc(s.e.cfg.ResponseHeaderTimeout, cancel)
-	resp, err := cc.RoundTrip(outgoing(ctx, req, s.a.Host))
+	out := outgoing(ctx, req, s.a.Host)
+	x.Replaced = setHeader(out, x.Verdict)
+	resp, err := cc.RoundTrip(out)
 	if !late.Stop() && err != nil {
 		err = fmt.Errorf("%w: %w", errResponseTimeout, err)
 	}

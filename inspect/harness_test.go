@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +64,10 @@ func originHandler() http.Handler {
 		w.Write([]byte(`{"ok":true}`))
 	})
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"models":[]}`)) })
+	mux.HandleFunc("/v1/models/auth", func(w http.ResponseWriter, r *http.Request) {
+		// A test origin may echo it: the assertions need the values.
+		w.Header().Set("X-Auth", strings.Join(r.Header.Values("Authorization"), "|"))
+	})
 	mux.HandleFunc("/dl/weights.bin", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "https://blob.example.net/container/weights.bin?sig=signed-url-secret", http.StatusFound)
 	})
@@ -86,6 +91,7 @@ type harness struct {
 	proxy    net.Listener
 	engine   *Engine
 	snap     *policy.Snapshot
+	cred     []string
 
 	mu        sync.Mutex
 	exchanges []Exchange
@@ -100,11 +106,12 @@ type harnessOpts struct {
 	untrusted  bool                    // the engine does not trust the origin CA
 	h1Only     bool                    // the origin speaks HTTP/1.1 only
 	recordPath bool
+	credential []string // set as Authorization on every allowed request
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, inspCA: newTestCA(t, "egressd inspection CA", nil), originCA: newTestCA(t, "origin CA", nil), snap: inspectPolicy(t)}
+	h := &harness{t: t, inspCA: newTestCA(t, "egressd inspection CA", nil), originCA: newTestCA(t, "origin CA", nil), snap: inspectPolicy(t), cred: o.credential}
 	name := o.originName
 	if name == "" {
 		name = testHost
@@ -192,7 +199,11 @@ func (h *harness) serve(ctx context.Context, c net.Conn) {
 			if r.HostMismatch {
 				d = tunnel.Deny(policy.ReasonHostMismatch)
 			}
-			return Verdict{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
+			v := Verdict{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
+			if v.Allow && h.cred != nil {
+				v.SetHeader, v.SetValue = "Authorization", h.cred
+			}
+			return v
 		},
 		Record: func(x Exchange) {
 			h.mu.Lock()

@@ -31,6 +31,16 @@ type Verdict struct {
 	Allow    bool
 	Reason   string
 	Decision any
+	// Status is a refusal's status; zero means 403 (503 for a credential
+	// that is unavailable, docs/design.md "Credentials").
+	Status int
+	// SetHeader, when not "", is a field (canonical form) the engine sets
+	// on an allowed request before it forwards it, replacing any value the
+	// client sent, to SetValue (one value; shared, never modified): the
+	// credential of the deciding rule. The engine drops SetValue before
+	// the Exchange is recorded.
+	SetHeader string
+	SetValue  []string
 }
 
 // Exchange is the record of one HTTP exchange inside an inspected tunnel
@@ -61,6 +71,9 @@ type Exchange struct {
 	// Idle: the response moved no byte either way for Config.IdleTimeout
 	// and was cut (outcome idle-timeout, as on the plain-HTTP path).
 	Idle bool
+	// Replaced: the client sent a value of Verdict.SetHeader, replaced
+	// (http.credential_replaced).
+	Replaced bool
 }
 
 // OriginCert is the origin certificate's identity, for tls.origin_cert.

@@ -51,6 +51,8 @@ type compiledRule struct {
 	ech      bool // ech: allow
 	inspect  bool // inspect: true
 	http     []compiledHTTP
+	// credential: the rule's, defaults applied; nil if none.
+	credential *Credential
 }
 
 // nsIndex holds the rules of one namespace: a policy selects only pods of
@@ -150,6 +152,7 @@ func (s *Snapshot) add(pi int32, p *EgressPolicy) error {
 				return err
 			}
 			cr.http = h
+			cr.credential = r.Credential.withDefaults()
 		}
 		for _, port := range r.Ports {
 			cr.ports = append(cr.ports, uint16(port))

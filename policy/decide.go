@@ -78,6 +78,10 @@ type Decision struct {
 	// CIDRs of the deciding rule: the only non-public ranges the guard may
 	// open for this request. Shared with the snapshot: do not modify.
 	CIDRs []netip.Prefix
+	// Credential is the deciding rule's credential (defaults applied),
+	// nil if none. Shared with the snapshot: do not modify. Whether it is
+	// added to a request is AddsCredential's answer.
+	Credential *Credential
 }
 
 // Allowed reports whether the verdict is allow.
@@ -349,5 +353,6 @@ func (s *Snapshot) allow(a DecideArgs, idx *nsIndex, num int32) Decision {
 		ECH:              r.ech,
 		Inspect:          r.inspect,
 		CIDRs:            r.cidrs,
+		Credential:       r.credential,
 	}
 }

@@ -73,6 +73,9 @@ type RuleExplanation struct {
 	// does not allow.
 	InitOnly bool `json:"initOnly,omitempty"`
 	ECH      bool `json:"ech,omitempty"`
+	// Credential is the credential the rule adds to the requests it
+	// allows (name, header and format; never a value); nil if none.
+	Credential *Credential `json:"credential,omitempty"`
 	// Allows: the rule alone allows the request (its policy selects the
 	// client, the port matches, and it is not init-only).
 	Allows bool `json:"allows"`
@@ -124,7 +127,7 @@ func (s *Snapshot) Explain(a DecideArgs) Explanation {
 			spec := &s.docs[pi].Policy.Spec.Egress[r.index]
 			re := RuleExplanation{Index: r.index, Ports: spec.Ports, PortMatch: r.allowsPort(a.Port),
 				Phase: spec.Phase, InitOnly: r.initOnly && a.Client.Initialized, ECH: r.ech,
-				Purpose: r.purpose, Owner: r.owner}
+				Purpose: r.purpose, Owner: r.owner, Credential: r.credential}
 			switch {
 			case e.Address:
 				if len(spec.Hosts) > 0 || !inCIDRs(r.cidrs, addr) {

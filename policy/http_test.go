@@ -57,21 +57,27 @@ func TestValidateInspect(t *testing.T) {
 			r := llmRule()
 			tt.edit(&r)
 			d := doc("prod", "p", metav1.LabelSelector{}, nil, r)
-			err := ValidateWith(d, tt.opts)
-			if tt.field == "" {
-				if err != nil {
-					t.Fatalf("ValidateWith: %v", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("ValidateWith = %v; want a *FieldError wrapping ErrInvalid", err)
-			}
-			if fe.Field != tt.field || fe.Value != tt.value || !strings.Contains(err.Error(), tt.why) {
-				t.Fatalf("FieldError %+v (%v); want field %q value %q saying %q", fe, err, tt.field, tt.value, tt.why)
-			}
+			wantFieldError(t, ValidateWith(d, tt.opts), tt.field, tt.value, tt.why)
 		})
+	}
+}
+
+// wantFieldError fails unless err is nil for field "", else a *FieldError
+// wrapping ErrInvalid of field and value whose text says why.
+func wantFieldError(t *testing.T, err error, field, value, why string) {
+	t.Helper()
+	if field == "" {
+		if err != nil {
+			t.Fatalf("ValidateWith: %v", err)
+		}
+		return
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("ValidateWith = %v; want a *FieldError wrapping ErrInvalid", err)
+	}
+	if fe.Field != field || fe.Value != value || !strings.Contains(err.Error(), why) {
+		t.Fatalf("FieldError %+v (%v); want field %q value %q saying %q", fe, err, field, value, why)
 	}
 }
 

@@ -47,13 +47,20 @@ const (
 const (
 	ReasonMethodNotAllowed Reason = "method-not-allowed" // no http entry of the rule allows the method for the path
 	ReasonPathNotAllowed   Reason = "path-not-allowed"   // no http entry of the rule allows the path
+	// ReasonCredentialUnavailable: the rule adds a credential egressd does
+	// not hold now (its file absent or empty); refused in every mode, never
+	// sent without it.
+	ReasonCredentialUnavailable Reason = "credential-unavailable"
 )
 
-// Never reports whether r is denied in every mode (the guard's never class
-// and unknown clients): audit mode does not soften it.
+// Never reports whether r is denied in every mode (the guard's never class,
+// unknown clients, and credential-unavailable: audit mode would otherwise
+// send a request its rule means to carry a credential without it): audit
+// mode does not soften it.
 func (r Reason) Never() bool {
 	switch r {
-	case ReasonMetadata, ReasonLinkLocal, ReasonReserved, ReasonSelf, ReasonUnknownClient:
+	case ReasonMetadata, ReasonLinkLocal, ReasonReserved, ReasonSelf, ReasonUnknownClient,
+		ReasonCredentialUnavailable:
 		return true
 	}
 	return false

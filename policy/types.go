@@ -66,6 +66,11 @@ type EgressRule struct {
 	// HTTP entries limit an inspected rule's requests by method and path;
 	// empty allows any. Only with Inspect.
 	HTTP []HTTPRule `json:"http,omitempty"`
+	// Credential has egressd set a header holding a credential it holds
+	// on every request of this rule it allows (docs/design.md
+	// "Credentials"); nil adds none. Only with Inspect and hosts without
+	// wildcards.
+	Credential *Credential `json:"credential,omitempty"`
 }
 
 // Values of EgressRule.Phase and EgressRule.ECH.

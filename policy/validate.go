@@ -131,6 +131,7 @@ func (v *validator) rule(field string, r *EgressRule) {
 		}
 	}
 	v.inspect(field, r)
+	v.credential(field, r)
 }
 
 // parseCIDR parses a rule's cidr: a prefix in masked form, IPv4 as IPv4

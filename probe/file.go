@@ -54,6 +54,12 @@ type Check struct {
 	// CA, only with Path, is a PEM file of the CA to trust inside the
 	// tunnel (egressd's inspection CA); empty means --inspect-ca.
 	CA string `json:"ca,omitempty"`
+	// Credential, only with Path and expect allow, is the header egressd
+	// must add (a rule's credential, docs/design.md "Credentials"): the
+	// request asks the origin, a probe origin (OriginHandler), whether
+	// that header arrived, and the check fails unless it says "present".
+	// The value is never asked for or shown.
+	Credential string `json:"credential,omitempty"`
 }
 
 // file is the probe file's shape: a mapping, so that settings can join
@@ -187,7 +193,18 @@ func validRequest(c Check, field func(name, format string, args ...any)) {
 		if c.CA != "" {
 			field("ca", "%q: only a check with a path looks inside the tunnel", c.CA)
 		}
+		if c.Credential != "" {
+			field("credential", "%q: only a check with a path sends a request", c.Credential)
+		}
 		return
+	}
+	if c.Credential != "" {
+		if err := policy.CheckCredentialHeader(c.Credential); err != nil {
+			field("credential", "%q: %v", c.Credential, err)
+		}
+		if c.Expect != ExpectAllow {
+			field("credential", "%q: only an allowed request gets a credential: expect allow", c.Credential)
+		}
 	}
 	switch p, err := policy.CleanPath(c.Path); {
 	case strings.ContainsRune(c.Path, '?'):

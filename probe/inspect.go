@@ -24,6 +24,30 @@ var inspectReasons = map[string]bool{
 	string(policy.ReasonMethodNotAllowed): true,
 	string(policy.ReasonPathNotAllowed):   true,
 	string(policy.ReasonHostMismatch):     true,
+	// 503: the rule's credential is unavailable.
+	string(policy.ReasonCredentialUnavailable): true,
+}
+
+// CredentialHeader is the field of a check with a credential: in the
+// request it names the header to look for; in a probe origin's answer it
+// says "present" or "absent", never the value.
+const CredentialHeader = "Egressd-Probe-Credential"
+
+// OriginHandler is a probe origin: it answers 200 and, to a request that
+// carries CredentialHeader naming a header, whether that header arrived
+// ("present" or "absent"), never its value. Run it behind an inspected
+// rule with a credential to prove egressd adds it.
+func OriginHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := r.Header.Get(CredentialHeader); h != "" {
+			state := "absent"
+			if r.Header.Get(h) != "" {
+				state = "present"
+			}
+			w.Header().Set(CredentialHeader, state)
+		}
+		_, _ = io.WriteString(w, "egressd probe origin\n")
+	})
 }
 
 // LoadCA reads a PEM bundle of CA certificates: the roots a check trusts
@@ -119,6 +143,9 @@ func (r *Runner) inspect(ctx context.Context, conn net.Conn, br *bufio.Reader, c
 		return
 	}
 	req.Header.Set(Header, c.Name)
+	if c.Credential != "" {
+		req.Header.Set(CredentialHeader, c.Credential)
+	}
 	req.Header.Set("User-Agent", r.cfg.UserAgent)
 	req.Close = true
 	if err := req.Write(tconn); err != nil {
@@ -133,13 +160,24 @@ func (r *Runner) inspect(ctx context.Context, conn net.Conn, br *bufio.Reader, c
 	defer resp.Body.Close()
 	res.Status = strconv.Itoa(resp.StatusCode)
 	reason := resp.Header.Get("X-Egressd-Reason")
-	if resp.StatusCode == http.StatusForbidden && inspectReasons[reason] {
+	if (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusServiceUnavailable) && inspectReasons[reason] {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 		res.Observed, res.Reason, res.Detail = Denied, reason, firstLine(string(body))
 		return
 	}
 	res.Observed, res.Reason = Allowed, ""
 	res.Detail = "egressd let " + method + " " + c.Path + " through; the origin answered " + resp.Status
+	if c.Credential == "" {
+		return
+	}
+	switch got := resp.Header.Get(CredentialHeader); got {
+	case "present":
+		res.Detail += "; " + c.Credential + " present"
+	case "absent":
+		res.Observed, res.Detail = NoDecision, "egressd let the request through without "+c.Credential+" (the probe origin says absent)"
+	default:
+		res.Observed, res.Detail = NoDecision, "the origin does not say whether "+c.Credential+" arrived: point the check at a probe origin (egressd probe's OriginHandler)"
+	}
 }
 
 // bufferedConn reads first what the CONNECT answer's reader buffered.

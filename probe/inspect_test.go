@@ -46,6 +46,14 @@ func startInspectingProxy(t *testing.T) (string, *x509.CertPool) {
 			http.Error(w, "storage says no", http.StatusForbidden)
 		case r.URL.Path == "/missing":
 			http.NotFound(w, r)
+		case r.URL.Path == "/cred/present":
+			r.Header.Set("Authorization", "Bearer sk-probe-secret")
+			OriginHandler().ServeHTTP(w, r)
+		case r.URL.Path == "/cred/absent":
+			OriginHandler().ServeHTTP(w, r)
+		case r.URL.Path == "/cred/unavailable":
+			w.Header().Set("X-Egressd-Reason", "credential-unavailable")
+			w.WriteHeader(http.StatusServiceUnavailable)
 		default:
 			_, _ = w.Write([]byte("models list"))
 		}
@@ -93,6 +101,11 @@ func TestInspect(t *testing.T) {
 	check := func(path, method string, expect Expect, reason string) Check {
 		return Check{Name: "c", Host: "example.com", Port: 443, Path: path, Method: method, Expect: expect, Reason: reason}
 	}
+	cred := func(path string) Check {
+		c := check(path, "", ExpectAllow, "")
+		c.Credential = "Authorization"
+		return c
+	}
 	cases := []struct {
 		name     string
 		check    Check
@@ -111,6 +124,10 @@ func TestInspect(t *testing.T) {
 		{"the origin's 404 is allowed", check("/missing", "", ExpectAllow, ""), Allowed, "", "404", true, ""},
 		{"the origin's 403 is allowed", check("/storage-says-no", "", ExpectAllow, ""), Allowed, "", "403", true, ""},
 		{"the origin's 403 is no denial", check("/storage-says-no", "", ExpectDeny, ""), Allowed, "", "403", false, "allowed by policy, want denied"},
+		{"credential present", cred("/cred/present"), Allowed, "", "200", true, ""},
+		{"credential absent", cred("/cred/absent"), NoDecision, "", "200", false, "without Authorization (the probe origin says absent)"},
+		{"no probe origin", cred("/v1/models"), NoDecision, "", "200", false, "point the check at a probe origin"},
+		{"credential unavailable", cred("/cred/unavailable"), Denied, "credential-unavailable", "503", false, "denied (credential-unavailable), want allowed"},
 		{"untrusted certificate", Check{Name: "c", Host: "example.com", Port: 443, Path: "/v1/models", CA: "wrong.pem", Expect: ExpectAllow}, NoDecision, "", "200", false, "no decision seen: TLS inside the tunnel"},
 		{"no CA loaded", Check{Name: "c", Host: "example.com", Port: 443, Path: "/v1/models", CA: "absent.pem", Expect: ExpectAllow}, NoDecision, "", "200", false, "no CA to trust inside the tunnel"},
 	}
@@ -118,6 +135,9 @@ func TestInspect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res := r.runStep(t.Context(), step{tc.check, ViaProxy})
 			checkResult(t, res, tc.observed, tc.reason, tc.status, tc.pass, tc.why)
+			if strings.Contains(res.Detail+res.Why, "sk-probe-secret") {
+				t.Errorf("the result shows the credential's value: %+v", res)
+			}
 			if tc.observed == Allowed && !strings.Contains(res.Detail, "the origin answered "+tc.status) {
 				t.Errorf("detail %q does not report the origin's status", res.Detail)
 			}
@@ -163,6 +183,8 @@ func TestParseRequestFields(t *testing.T) {
 		{"CONNECT", "path: /v1, method: CONNECT", "upper-case method"},
 		{"method without path", "method: POST", "method: \"POST\": only a check with a path"},
 		{"ca without path", "ca: ca.pem", "ca: \"ca.pem\": only a check with a path"},
+		{"credential without path", "credential: Authorization", "only a check with a path"},
+		{"credential egressd owns", "path: /v1, credential: Proxy-Authorization", "egressd owns"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

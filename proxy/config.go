@@ -41,6 +41,14 @@ const (
 	HTTPPathFull HTTPPath = "full"
 )
 
+// Credentials answers a credential's header value: Lookup(name, format)
+// returns the value of the field as one shared element (never modified),
+// false when the credential is unavailable. It must not allocate: it is
+// asked for each request of a rule with a credential.
+type Credentials interface {
+	Lookup(name, format string) ([]string, bool)
+}
+
 // Config configures a Proxy. Policy, Identity, Resolver, Guard, Audit and
 // Metrics are required.
 type Config struct {
@@ -76,6 +84,11 @@ type Config struct {
 	// request decided and recorded (kind inspected). Nil means none is
 	// inspected; the policy loader then refuses inspect: true.
 	Inspect *inspect.Engine
+	// Credentials holds the credentials inspected rules add to the
+	// requests they allow (docs/design.md "Credentials"); nil holds none:
+	// every request of a rule with a credential is then refused with 503,
+	// reason credential-unavailable. *credentials.Store implements it.
+	Credentials Credentials
 	// Metrics are the collectors; tests pass metrics.New().
 	Metrics *metrics.Metrics
 	// Logger logs what is not an audit record (panics, server errors).

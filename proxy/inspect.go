@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -86,7 +87,24 @@ func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
 	} else {
 		d = snap.DecideRequest(d, r.Method, r.Target)
 	}
-	return inspect.Verdict{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
+	c := d.AddsCredential()
+	if c == nil {
+		return inspect.Verdict{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
+	}
+	// The rule adds a credential: sent with it, or not at all (fail
+	// closed, in every mode: ReasonCredentialUnavailable is Never).
+	var (
+		v  []string
+		ok bool
+	)
+	if t.p.cfg.Credentials != nil {
+		v, ok = t.p.cfg.Credentials.Lookup(c.Name, c.Format)
+	}
+	if !ok {
+		d = d.Deny(policy.ReasonCredentialUnavailable)
+		return inspect.Verdict{Reason: string(d.Reason), Decision: d, Status: http.StatusServiceUnavailable}
+	}
+	return inspect.Verdict{Allow: true, Reason: string(d.Reason), Decision: d, SetHeader: c.Header, SetValue: v}
 }
 
 // tunnelDecision is the tunnel's decision for a request decided against
@@ -129,6 +147,9 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 		d = policy.Denied(policy.Reason(x.Verdict.Reason))
 	}
 	r.SetDecision(d)
+	if c := d.Credential; c != nil && (d.AddsCredential() != nil || d.Reason == policy.ReasonCredentialUnavailable) {
+		r.HTTP.Credential, r.HTTP.CredentialReplaced = c.Name, x.Replaced
+	}
 	switch {
 	case !d.Allowed():
 		r.Outcome = record.OutcomeRefused

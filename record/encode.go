@@ -142,6 +142,10 @@ func AppendJSON(b []byte, r *Record) ([]byte, error) {
 		}
 		b = appendOptString(b, `,"redirect_host":`, h.RedirectHost)
 		b = appendOptString(b, `,"proto":`, h.Proto)
+		b = appendOptString(b, `,"credential":`, h.Credential)
+		if h.CredentialReplaced {
+			b = append(b, `,"credential_replaced":true`...)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, `,"bytes_sent":`...)

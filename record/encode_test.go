@@ -48,6 +48,7 @@ func TestAppendRecord(t *testing.T) {
 		{"tls first field empty", Record{TLS: &TLS{Cipher: "TLS_AES_128_GCM_SHA256", ClientALPN: []string{"h2", "http/1.1"}, Result: "established"}}},
 		{"tls full", Record{TLS: &TLS{SNI: "a", Version: "TLS1.3", Cipher: "c", ALPN: "h2", ClientALPN: []string{"h2"}, Result: "alert:bad_certificate"}}},
 		{"http", Record{HTTP: &HTTP{Method: "GET", Path: "/w.bin", Status: 302, RedirectHost: "blob.example.net"}}},
+		{"http credential", Record{HTTP: &HTTP{Method: "POST", Status: 200, Proto: "HTTP/2.0", Credential: "openai", CredentialReplaced: true}}},
 		{"http minimal", Record{HTTP: &HTTP{}}},
 		{"escapes", Record{Host: "a\"b\\c\b\f\n\r\t\x00\x01\x1f\x7f<>&'", Error: "line\u2028sep\u2029para \xff\xfe é 日本 😀 \xe2\x80"}},
 		{"time with offset", Record{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", -(9*3600+30*60)))}},
@@ -155,7 +156,7 @@ func FuzzAppendRecord(f *testing.F) {
 			}
 		}
 		if shape&64 != 0 {
-			r.HTTP = &HTTP{Method: at(12), Path: at(13), Status: port, RedirectHost: at(14), Proto: at(15)}
+			r.HTTP = &HTTP{Method: at(12), Path: at(13), Status: port, RedirectHost: at(14), Proto: at(15), Credential: at(16), CredentialReplaced: port%2 == 1}
 		}
 		checkEncode(t, &r)
 	})

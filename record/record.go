@@ -120,6 +120,13 @@ type HTTP struct {
 	// Proto is the request's protocol inside an inspected tunnel
 	// ("HTTP/1.1", "HTTP/2.0").
 	Proto string `json:"proto,omitempty"`
+	// Credential names the credential egressd added to the request (or
+	// lacked: reason credential-unavailable), never its value
+	// (docs/design.md "Credentials").
+	Credential string `json:"credential,omitempty"`
+	// CredentialReplaced: the client sent a value of the credential's
+	// header, replaced by egressd's.
+	CredentialReplaced bool `json:"credential_replaced,omitempty"`
 }
 
 // Record is one audit record: one per proxied request, tunnel and DNS query,

@@ -128,6 +128,7 @@ type destAgg struct {
 	outcomes tally
 	tls      tally
 	status   tally
+	creds    tally
 	rules    set
 	peers    set
 }
@@ -266,6 +267,9 @@ func (d *destAgg) add(r *auditlog.Record, class string, n int64, rule string, ma
 	if h := r.HTTP; h != nil && h.Status >= 100 && h.Status < len(statusCodes) {
 		d.status.add(statusCodes[h.Status], n)
 	}
+	if h := r.HTTP; h != nil && h.Credential != "" {
+		d.creds.add(h.Credential, n)
+	}
 	d.rules.add(rule, maxSet)
 	if r.Peer != "" {
 		d.peers.add(peerIP(r.Peer), maxSet)
@@ -390,6 +394,9 @@ func (d *destAgg) finish() *Destination {
 	}
 	if len(d.status) > 0 {
 		d.out.HTTPStatus = d.status.m()
+	}
+	if len(d.creds) > 0 {
+		d.out.Credentials = d.creds.m()
 	}
 	d.out.Rules, _ = d.rules.list()
 	slices.Sort(d.out.Rules)

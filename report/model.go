@@ -137,6 +137,10 @@ type Destination struct {
 	// HTTPStatus counts the HTTP statuses answered (plain HTTP records
 	// and the exchanges of inspected tunnels), by status code.
 	HTTPStatus map[string]int64 `json:"http_status,omitempty"`
+	// Credentials counts the requests of inspected tunnels that egressd
+	// added a credential to, or refused for lack of it
+	// (credential-unavailable), by credential name (http.credential).
+	Credentials map[string]int64 `json:"credentials,omitempty"`
 	// Rules are the rules that decided allowed requests, "ns/policy#index".
 	Rules []string `json:"rules,omitempty"`
 	// Peers are the distinct addresses connected to.

@@ -129,6 +129,9 @@ func detail(d *Destination) []string {
 	if len(d.HTTPStatus) > 0 {
 		parts = append(parts, "http "+kvs(d.HTTPStatus, " "))
 	}
+	if len(d.Credentials) > 0 {
+		parts = append(parts, "credentials "+kvs(d.Credentials, " "))
+	}
 	if len(d.Peers) > 0 {
 		parts = append(parts, "peers "+strings.Join(listMore(d.Peers, d.PeersTruncated), " "))
 	}

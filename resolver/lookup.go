@@ -32,7 +32,7 @@ func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 	}
 	name, err := fqdnKey(host)
 	if err != nil {
-		return Answer{Rcode: dns.RcodeFormatError}, fmt.Errorf("resolver: lookup %q: %w", host, err)
+		return Answer{Rcode: dns.RcodeFormatError}, fmt.Errorf("lookup %q: %w", host, err)
 	}
 	var f4 family
 	f6 := r.lookupFamily(ctx, name, dns.TypeAAAA, true)
@@ -85,7 +85,7 @@ func (r *Resolver) LookupIP(ctx context.Context, host string) (Answer, error) {
 	default:
 		ans.Rcode = dns.RcodeServerFailure
 	}
-	return ans, fmt.Errorf("resolver: lookup %q: %w", host, err)
+	return ans, fmt.Errorf("lookup %q: %w", host, err)
 }
 
 // family is the result of one address family's lookup.

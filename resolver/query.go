@@ -66,7 +66,7 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 	}
 	res, _ := r.flights.do(ctx, k, func() fetchResult { return r.fetch(fctx, k) })
 	if res.err != nil {
-		return nil, fmt.Errorf("resolver: query %s %s: %w", n, dns.TypeToString[qtype], res.err)
+		return nil, fmt.Errorf("query %s %s: %w", n, dns.TypeToString[qtype], res.err)
 	}
 	if res.stale {
 		r.cache.staleSeconds.Observe(time.Since(start).Seconds())
@@ -147,7 +147,7 @@ func (r *Resolver) recentFailure(k cacheKey, start time.Time) (*Result, error, b
 // per query (a question upstream always refuses, AAAA on some servers, is
 // asked by every new connection).
 func (r *Resolver) failureErr(k cacheKey, err error) error {
-	return fmt.Errorf("resolver: query %s %s: %w (a failure of the last %s, not asked again: RFC 9520)",
+	return fmt.Errorf("query %s %s: %w (a failure of the last %s, not asked again: RFC 9520)",
 		k.name, dns.TypeToString[k.qtype], err, r.cfg.FailureTTL)
 }
 

@@ -202,11 +202,11 @@ func normalizeUpstream(s string) (string, error) {
 // qualified. DNS names compare case-insensitively (RFC 4343).
 func fqdnKey(name string) (string, error) {
 	if name == "" || name == "." {
-		return "", fmt.Errorf("resolver: %w: empty", ErrInvalidName)
+		return "", fmt.Errorf("%w: empty", ErrInvalidName)
 	}
 	n := dns.Fqdn(LowerASCII(name))
 	if _, ok := dns.IsDomainName(n); !ok || len(n) > 254 {
-		return "", fmt.Errorf("resolver: %w: %q", ErrInvalidName, name)
+		return "", fmt.Errorf("%w: %q", ErrInvalidName, name)
 	}
 	return n, nil
 }

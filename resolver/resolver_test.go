@@ -244,6 +244,9 @@ func TestFailureCached(t *testing.T) {
 		if !errors.Is(err, ErrUpstream) || !strings.Contains(err.Error(), "RFC 9520") {
 			t.Fatalf("query %d inside the window: got %v, want the cached failure", i, err)
 		}
+		if n := strings.Count(err.Error(), "resolver:"); n != 1 {
+			t.Fatalf("query %d: %q says resolver: %d times, want once (docs/architecture.md \"Errors\")", i, err, n)
+		}
 	}
 	if got := up.Count("evil.test.", "A", "udp"); got != n {
 		t.Fatalf("upstream asked %d times inside the failure window, want 0", got-n)

@@ -20,6 +20,7 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&policies, "policy", "policy file or directory (repeatable)")
 	pods := fs.String("pods", "", "pods file: also warn about policies that select none of its pods")
 	inspect := fs.Bool("inspect", false, "validate for an egressd run with --inspect-ca-cert: accept rules with inspect: true (refused without it, as run refuses them)")
+	credsDir := fs.String("credentials-dir", "", "directory of credentials, as for run: warn about rules whose credential it does not hold")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -57,13 +58,19 @@ func checkMain(args []string, stdout, stderr io.Writer) int {
 			clients = append(clients, identity.ClientFor(p))
 		}
 	}
+	var credWarnings []policy.Warning
+	if *credsDir != "" && len(errs) == 0 {
+		if credWarnings, err = credentialWarnings(docs, *credsDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, e := range errs {
 		fmt.Fprintf(stderr, "error: %v\n", e)
 	}
 	if len(errs) > 0 {
 		return 1
 	}
-	warnings := policy.Lint(docs, clients)
+	warnings := append(policy.Lint(docs, clients), credWarnings...)
 	for _, w := range warnings {
 		fmt.Fprintf(stdout, "warning: %s: %s\n", w.Origin, w.Message)
 	}

@@ -138,7 +138,9 @@ Prints the decision egressd run makes for the request, and why. Exit 0 allowed,
 			errs = append(errs, errors.New("--kind dns asks about any port: drop --port"))
 		}
 	case "connect", "sni", "http":
-		if o.Port < 1 || o.Port > 65535 {
+		if o.Port == 0 {
+			errs = append(errs, fmt.Errorf("--port is required with --kind %s (1-65535)", o.Kind))
+		} else if o.Port < 1 || o.Port > 65535 {
 			errs = append(errs, fmt.Errorf("--port %d: want 1-65535", o.Port))
 		}
 	default:

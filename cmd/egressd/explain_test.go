@@ -283,7 +283,7 @@ func TestExplainUsage(t *testing.T) {
 		{"pod without namespace", append(files, "--pod", "web-0", "--host", "a.example.com", "--port", "443"), "NAMESPACE/NAME"},
 		{"bad ip", append(files, "--ip", "10.0.0", "--host", "a.example.com", "--port", "443"), "--ip"},
 		{"no host", append(files, "--pod", "shop/web-0", "--port", "443"), "--host is required"},
-		{"no port", append(files, "--pod", "shop/web-0", "--host", "a.example.com"), "--port 0"},
+		{"no port", append(files, "--pod", "shop/web-0", "--host", "a.example.com"), "--port is required"},
 		{"port out of range", append(files, "--pod", "shop/web-0", "--host", "a.example.com", "--port", "70000"), "--port 70000"},
 		{"dns with port", append(files, "--kind", "dns", "--pod", "shop/web-0", "--host", "a.example.com", "--port", "443"), "drop --port"},
 		{"bad kind", append(files, "--kind", "ftp", "--pod", "shop/web-0", "--host", "a.example.com", "--port", "21"), "--kind"},

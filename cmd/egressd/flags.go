@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // stringList is a repeatable flag; from the environment it takes a
@@ -53,10 +54,31 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 				continue
 			}
 			if e := f.Value.Set(one); e != nil {
-				err = fmt.Errorf("%s: %w", envName(f.Name), e)
+				err = fmt.Errorf("%s=%q: %s", envName(f.Name), one, accepted(f, e))
 				return
 			}
 		}
 	})
 	return err
+}
+
+// accepted says what a flag accepts when a value was refused: the flag
+// package's own words for a bool or a number are "parse error".
+func accepted(f *flag.Flag, err error) string {
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return "want true or false (also 1, 0, t, f)"
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	switch g.Get().(type) {
+	case int, int64, uint, uint64:
+		return "want a whole number"
+	case float64:
+		return "want a number"
+	case time.Duration:
+		return "want a duration such as 30s, 5m or 1h"
+	}
+	return err.Error()
 }

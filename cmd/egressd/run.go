@@ -99,6 +99,9 @@ type runOptions struct {
 	// inspectCACert and inspectCAKey are the inspection CA (PEM);
 	// upstreamCA is added to the system roots for inspected origins.
 	inspectCACert, inspectCAKey, upstreamCA string
+	// credentialsDir holds the credentials inspected rules add
+	// (docs/design.md "Credentials"); empty holds none.
+	credentialsDir string
 
 	webhook webhookOptions
 	export  exportOptions
@@ -145,6 +148,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.inspectCACert, "inspect-ca-cert", "", "PEM certificate of the CA that signs the leaves of inspected tunnels (rules with inspect: true); without it such rules are refused at load")
 	fs.StringVar(&o.inspectCAKey, "inspect-ca-key", "", "PEM private key of --inspect-ca-cert; never logged")
 	fs.StringVar(&o.upstreamCA, "upstream-ca", "", "PEM bundle added to the system roots that verify inspected origins")
+	fs.StringVar(&o.credentialsDir, "credentials-dir", "", "directory of credentials egressd adds to inspected requests (rules with credential:), one file per credential named by its name, as a mounted Secret; reloaded every --reload-interval; values never logged")
 	o.webhook.flags(fs)
 	o.export.flags(fs)
 }
@@ -227,6 +231,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.upstreamCA != "" && o.inspectCACert == "" {
 		errs = append(errs, errors.New("--upstream-ca verifies inspected origins: it needs --inspect-ca-cert and --inspect-ca-key"))
+	}
+	if o.credentialsDir != "" && o.inspectCACert == "" {
+		errs = append(errs, errors.New("--credentials-dir adds credentials to inspected requests: it needs --inspect-ca-cert and --inspect-ca-key"))
 	}
 	if err := o.webhook.validate(o); err != nil {
 		errs = append(errs, err)

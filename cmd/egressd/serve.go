@@ -220,6 +220,14 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	}
 	st.validate.InspectAvailable = eng != nil
 	pcfg.Inspect = eng
+	creds, err := openCredentials(o, m, log)
+	if err != nil {
+		return err
+	}
+	if creds != nil {
+		pcfg.Credentials = creds
+		g.Go(func() error { pollCredentials(runCtx, creds, o.reloadEvery, m, log); return nil })
+	}
 
 	// The proxy first: every change of identities or policies below is
 	// applied to its open connections too (revocation).

@@ -97,5 +97,17 @@ if grep -q -e "$(sed -n 2p "$work/inspect-ca.key")" -e DEMO-SECRET -e "$signer" 
 fi
 
 echo
-echo "== 8. egressd verify: the demo's records, three runs, complete and unaltered (the demo's verifier key)"
+echo "== 8. credentials: an LLM API call from a pod that holds no key (egressd adds it: examples/demo/inspect-llm.yaml)"
+start_egressd llm --policy examples/demo/inspect-llm.yaml "${ica[@]}" --credentials-dir "$work/credentials"
+curl -sS --cacert "$work/inspect-ca.pem" -w 'status %{http_code}\n' -X POST -d '{"messages":[]}' "https://api.demo.test:23443/v1/chat/completions"
+stop_egressd
+echo "== its record names the credential (http.credential), never the value"
+grep '"kind":"inspected"' "$work/audit-llm.jsonl" | grep -o '"host":"api.demo.test".*"reason":"[^"]*"\|"http":{[^}]*}'
+key=$(cat "$work/credentials/openai")
+if grep -q -F -e "$key" -e "$(printf %s "$key" | base64 -w0)" "$work"/audit-*.jsonl "$work"/egressd-*.log; then
+  echo "UNEXPECTED: the API key is in a record or log line"; exit 1
+fi
+
+echo
+echo "== 9. egressd verify: the demo's records, four runs, complete and unaltered (the demo's verifier key)"
 "$egressd" verify --key "$work/egressd-demo.pub" "$work"/audit-*.jsonl

@@ -123,6 +123,8 @@ var rules = []rule{
 		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
 	{pkg: "internal/watch", why: "watch polls files; it imports no other package of this module",
 		onlyModule: []string{}},
+	{pkg: "credentials", why: "credentials holds the values egressd adds to inspected requests: the standard library only (the proxy asks it through its own interface, policy names the credentials)",
+		stdOnly: true},
 }
 
 // policyForbidden are the standard packages policy must not import: I/O,

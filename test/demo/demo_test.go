@@ -69,9 +69,15 @@ func TestDemoScript(t *testing.T) {
 				"eu1.blob.demo.test  GET 200  allowed", `"inspected":true`},
 		},
 		{
+			name:  "credentials: the call succeeds without a key in the pod, the record names it",
+			from:  "== 8. credentials",
+			want:  []string{`"content":"hello from the model"`, "status 200", `"reason":"allowed"`, `"credential":"openai"`},
+			never: []string{"DEMO-KEY"},
+		},
+		{
 			name:  "the demo verifies its own signed records",
-			from:  "== 8. egressd verify",
-			want:  []string{" records in 3 logs"},
+			from:  "== 9. egressd verify",
+			want:  []string{" records in 4 logs"},
 			never: []string{"FAILED", "altered log=", "missing log=", "truncated log=", "unterminated log="},
 		},
 	}
@@ -99,7 +105,7 @@ func TestDemoScript(t *testing.T) {
 			}
 		})
 	}
-	for _, never := range []string{"UNEXPECTED", "DEMO-SECRET", "sig="} {
+	for _, never := range []string{"UNEXPECTED", "DEMO-SECRET", "sig=", "DEMO-KEY"} {
 		if strings.Contains(out, never) {
 			t.Errorf("the output holds %q:\n%s", never, out)
 		}

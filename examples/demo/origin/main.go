@@ -5,11 +5,16 @@
 // It writes the CA that signed its certificate to DIR/ca.pem for curl, and
 // a second CA for egressd's TLS inspection (DIR/inspect-ca.pem and
 // DIR/inspect-ca.key, --inspect-ca-cert and --inspect-ca-key) so that the
-// demo needs no openssl. ca.pem comes last: once it is there, all are.
+// demo needs no openssl. api.demo.test is an LLM API that answers 401
+// without the key it writes to DIR/credentials/openai (the Secret egressd
+// mounts, --credentials-dir; the demo's curl never holds it). ca.pem comes
+// last: once it is there, all are.
 package main
 
 import (
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"net"
@@ -41,7 +46,7 @@ func run(dir, dnsAddr, httpsAddr string) error {
 	if err != nil {
 		return err
 	}
-	cert, err := ca.Issue("models.demo.test", "*.blob.demo.test", "exfil.demo.test")
+	cert, err := ca.Issue("models.demo.test", "*.blob.demo.test", "exfil.demo.test", "api.demo.test")
 	if err != nil {
 		return err
 	}
@@ -58,6 +63,17 @@ func run(dir, dnsAddr, httpsAddr string) error {
 	}
 	ln, err := tls.Listen("tcp", httpsAddr, &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
+		return err
+	}
+	var nonce [12]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return err
+	}
+	apiKey = "sk-DEMO-KEY-" + hex.EncodeToString(nonce[:])
+	if err := os.MkdirAll(filepath.Join(dir, "credentials"), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "credentials", "openai"), []byte(apiKey+"\n"), 0o600); err != nil {
 		return err
 	}
 	go func() { _ = http.Serve(ln, http.HandlerFunc(serve)) }()
@@ -93,9 +109,17 @@ func answerLoopback(w dns.ResponseWriter, q *dns.Msg) {
 	_ = w.WriteMsg(m)
 }
 
+// apiKey is the LLM API's key, set once before serving.
+var apiKey string
+
 func serve(w http.ResponseWriter, r *http.Request) {
 	host, port, _ := net.SplitHostPort(r.Host)
 	switch {
+	case host == "api.demo.test" && r.Header.Get("Authorization") != "Bearer "+apiKey:
+		http.Error(w, `{"error":"invalid api key"}`, http.StatusUnauthorized)
+	case host == "api.demo.test" && r.URL.Path == "/v1/chat/completions":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"message":{"role":"assistant","content":"hello from the model"}}]}` + "\n"))
 	case host == "models.demo.test" && r.URL.Path == "/weights.bin":
 		http.Redirect(w, r, "https://eu1.blob.demo.test:"+port+"/weights.bin?sig=DEMO-SECRET-SIGNATURE", http.StatusFound)
 	case host == "models.demo.test" && r.URL.Path == "/leak":
