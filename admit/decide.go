@@ -6,8 +6,9 @@ import (
 	"github.com/egressd/egressd/policy"
 )
 
-// maxHostLen bounds a host as it is kept when it failed normalization.
-const maxHostLen = 253
+// MaxHostLen bounds a host as it is kept when it failed normalization
+// (or before it): a DNS name's length limit (RFC 1035 §2.3.4).
+const MaxHostLen = 253
 
 // Request is what an entry asks to admit. A struct, so that fields can be
 // added without breaking callers.
@@ -55,7 +56,7 @@ func (p *Pipeline) Admit(r Request) Admission {
 	host, herr := policy.NormalizeHost(r.Host)
 	a := Admission{Host: host}
 	if herr != nil {
-		a.Host = truncate(r.Host, maxHostLen)
+		a.Host = RecordedHost(r.Host)
 	}
 	if a.Decision, a.Err = p.gate(r.Client); a.Err != nil || r.Client == nil {
 		return a
@@ -90,9 +91,12 @@ func (p *Pipeline) decide(snap *policy.Snapshot, c *policy.Client, host string, 
 	return snap.Decide(policy.DecideArgs{Client: c, Host: host, Port: port, Mode: p.cfg.Mode})
 }
 
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+// RecordedHost is s as a record keeps a host that failed normalization,
+// or that was not normalized yet: at most MaxHostLen bytes. The proxy and
+// the DNS server record such hosts alike.
+func RecordedHost(s string) string {
+	if len(s) > MaxHostLen {
+		return s[:MaxHostLen]
 	}
 	return s
 }

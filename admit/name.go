@@ -33,7 +33,7 @@ const (
 // from.
 func (p *Pipeline) admitName(r Request) Admission {
 	host := strings.TrimSuffix(resolver.LowerASCII(r.Host), ".")
-	a := Admission{Host: truncate(host, maxHostLen)}
+	a := Admission{Host: RecordedHost(host)}
 	if a.Decision, a.Err = p.gate(r.Client); a.Err != nil || r.Client == nil {
 		return a
 	}

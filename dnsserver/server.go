@@ -58,7 +58,7 @@ type Config struct {
 	// the cluster's own (for example "ec2.internal"), used to recognise
 	// search-list expansions of allowed names; see doc.go. Empty means only
 	// the cluster's own search domains are recognised. The CLI passes
-	// SearchFromResolvConf: a pod's node-level search list is egressd's own.
+	// resolver.SearchFromResolvConf: a pod's node-level search list is egressd's own.
 	SearchDomains []string
 	// AdvertiseIP, when valid, turns on transparent mode: an allowed name
 	// that exists upstream is answered (A) with this address, so
@@ -241,19 +241,6 @@ func New(cfg Config) (*Server, error) {
 		s.cluster = c
 	}
 	return s, nil
-}
-
-// SearchFromResolvConf returns the search domains of a resolv.conf file (an
-// empty path means /etc/resolv.conf), for Config.SearchDomains.
-func SearchFromResolvConf(path string) ([]string, error) {
-	if path == "" {
-		path = "/etc/resolv.conf"
-	}
-	cc, err := dns.ClientConfigFromFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("dnsserver: read %s: %w", path, err)
-	}
-	return cc.Search, nil
 }
 
 // Serve listens on Addr over UDP and TCP and serves until ctx ends or

@@ -4,9 +4,12 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/egressd/egressd/internal/testutil"
 )
 
 func pod(name, sa string, phase corev1.PodPhase, hostNet bool, ips ...string) *corev1.Pod {
@@ -135,4 +138,49 @@ func FuzzParsePods(f *testing.F) {
 		}
 		NewStore().Replace(pods)
 	})
+}
+
+// TestTerminatingPodIdentity: a pod being deleted keeps its identity while
+// a container of it runs within its grace period, and loses it once all
+// its containers terminated or the grace period ended; its IP claimed by
+// a new pod meanwhile is ambiguous (no identity), then the new pod's
+// (issue 25).
+func TestTerminatingPodIdentity(t *testing.T) {
+	const ip = "10.244.1.7"
+	running := corev1.ContainerStatus{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	done := corev1.ContainerStatus{Name: "app", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}
+	old := func(grace time.Duration, statuses ...corev1.ContainerStatus) *corev1.Pod {
+		p := testutil.RunningPod("llm-prod", "old-0", "old-sa", ip, nil)
+		p.DeletionTimestamp = &metav1.Time{Time: time.Now().Add(grace)}
+		p.Status.ContainerStatuses = statuses
+		return p
+	}
+	newPod := testutil.RunningPod("web", "new-0", "new-sa", ip, nil)
+	tests := []struct {
+		name string
+		pods []*corev1.Pod
+		want string // the pod identified; "" none
+	}{
+		{"terminating, container running", []*corev1.Pod{old(time.Hour, running)}, "old-0"},
+		{"terminating, containers terminated", []*corev1.Pod{old(time.Hour, done)}, ""},
+		{"terminating, one of two terminated", []*corev1.Pod{old(time.Hour, done, running)}, "old-0"},
+		{"grace period ended, container running", []*corev1.Pod{old(-time.Second, running)}, ""},
+		{"terminating and a new pod with its IP", []*corev1.Pod{old(time.Hour, running), newPod}, ""},
+		{"terminated and a new pod with its IP", []*corev1.Pod{old(time.Hour, done), newPod}, "new-0"},
+		{"grace ended and a new pod with its IP", []*corev1.Pod{old(-time.Second, running), newPod}, "new-0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore()
+			s.Replace(tt.pods)
+			c, ok := s.Lookup(netip.MustParseAddr(ip))
+			got := ""
+			if ok {
+				got = c.Pod
+			}
+			if got != tt.want {
+				t.Fatalf("identified %q (%v); want %q", got, ok, tt.want)
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -45,8 +46,11 @@ type podKey struct{ namespace, name string }
 func NewStore() *Store { return &Store{} }
 
 // Replace rebuilds the index from pods. A pod gives an identity when it is
-// Running or Pending and not hostNetwork; an IP claimed by two such pods
-// gives none. It returns the number of IPs that map to exactly one pod.
+// Running or Pending and not hostNetwork, and, once it is being deleted,
+// only until all its containers terminated or its grace period ended (its
+// sandbox, and so its IP, may then be another pod's before the object
+// goes); an IP claimed by two such pods (a terminating one and its
+// address's next owner among them) gives none. It returns the number of IPs that map to exactly one pod.
 //
 // When the new index differs from the one it replaces in anything a lookup
 // returns, Replace advances Generation and calls every subscriber, in the
@@ -58,8 +62,9 @@ func (s *Store) Replace(pods []*corev1.Pod) int {
 		byIP:   make(map[netip.Addr]*policy.Client),
 		byName: make(map[podKey]*policy.Client),
 	}
+	now := time.Now()
 	for _, p := range pods {
-		if !live(p) {
+		if !live(p, now) {
 			continue
 		}
 		c := ClientFor(p)
@@ -221,11 +226,32 @@ func sameClient(a, b *policy.Client) bool {
 		a.UID == b.UID && a.Workload == b.Workload && a.Initialized == b.Initialized
 }
 
-func live(p *corev1.Pod) bool {
+// live reports whether p gives an identity at now: Running or Pending,
+// not hostNetwork, and not a pod being deleted whose containers all
+// terminated or whose grace period ended (metadata.deletionTimestamp is
+// when the grace period ends). The kubelet tears the sandbox down, and
+// the network plugin releases the IP, before the API object goes; a new
+// pod given that IP meanwhile must not be taken for the old one
+// (cilium#16565, antrea#6507 are this race elsewhere).
+func live(p *corev1.Pod, now time.Time) bool {
 	if p == nil || p.Spec.HostNetwork {
 		return false
 	}
-	return p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending
+	if p.Status.Phase != corev1.PodRunning && p.Status.Phase != corev1.PodPending {
+		return false
+	}
+	if p.DeletionTimestamp == nil {
+		return true
+	}
+	if !now.Before(p.DeletionTimestamp.Time) {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Terminated == nil {
+			return true // one still runs (or waits): the IP is still its
+		}
+	}
+	return false
 }
 
 func podIPs(p *corev1.Pod) []string {

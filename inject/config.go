@@ -43,6 +43,14 @@ type Config struct {
 	DNS netip.Addr
 	// Version goes into egressd.dev/injected; zero means "unknown".
 	Version string
+	// Never are the guard's never-class ranges (cloud metadata and
+	// link-local addresses: policy.NeverPrefixes, passed in because this
+	// package imports no other of the module). No NO_PROXY entry, Service
+	// CIDR, API server address, DNS address or proxy address may be one
+	// or contain one: a pod would dial it directly instead of through
+	// egressd. Required: Validate refuses a Config without them, so that
+	// no caller forgets the check.
+	Never []netip.Prefix
 }
 
 const defaultClusterDomain = "cluster.local"
@@ -67,12 +75,20 @@ func (c Config) Validate() error {
 	if err != nil || u.Scheme != "http" || u.Hostname() == "" || u.Path != "" && u.Path != "/" || u.User != nil {
 		return fmt.Errorf("%w: proxy URL %q: want http://<service>.<namespace>.svc:<port>", ErrBadConfig, c.ProxyURL)
 	}
+	if len(c.Never) == 0 {
+		return fmt.Errorf("%w: the guard's never-class ranges are required (policy.NeverPrefixes)", ErrBadConfig)
+	}
+	if a, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
+		if err := c.checkNever(netip.PrefixFrom(a, a.BitLen())); err != nil {
+			return fmt.Errorf("%w: proxy URL %q %w", ErrBadConfig, c.ProxyURL, err)
+		}
+	}
 	cd := c.clusterDomain()
 	if err := checkClusterDomain(cd); err != nil {
 		return err
 	}
 	for _, e := range c.NoProxy {
-		if err := checkNoProxy(e, cd); err != nil {
+		if err := c.checkNoProxy(e, cd); err != nil {
 			return err
 		}
 	}
@@ -80,11 +96,45 @@ func (c Config) Validate() error {
 		if !p.IsValid() || !internalAddr(p.Addr()) {
 			return fmt.Errorf("%w: service CIDR %s: want a private or loopback range", ErrBadConfig, p)
 		}
+		if err := c.checkNever(p); err != nil {
+			return fmt.Errorf("%w: service CIDR %s %w", ErrBadConfig, p, err)
+		}
 	}
 	for _, a := range c.APIServer {
 		if !a.IsValid() {
 			return fmt.Errorf("%w: API server address missing", ErrBadConfig)
 		}
+		if err := c.checkNever(netip.PrefixFrom(a, a.BitLen())); err != nil {
+			return fmt.Errorf("%w: API server address %s %w", ErrBadConfig, a, err)
+		}
+	}
+	if c.DNS.IsValid() {
+		if err := c.checkNever(netip.PrefixFrom(c.DNS, c.DNS.BitLen())); err != nil {
+			return fmt.Errorf("%w: DNS address %s %w", ErrBadConfig, c.DNS, err)
+		}
+	}
+	return nil
+}
+
+// checkNever refuses a range (an address is a full-length one) that is,
+// is inside or contains an address of the guard's never class, naming
+// that address or range: NO_PROXY with it, or a DNS or proxy address of
+// it, would send a pod to the metadata service around egressd (the
+// never class exists so that no configuration leads there).
+func (c Config) checkNever(p netip.Prefix) error {
+	p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-(p.Addr().BitLen()-p.Addr().Unmap().BitLen())).Masked()
+	for _, n := range c.Never {
+		if !n.Overlaps(p) {
+			continue
+		}
+		if n.Bits() >= p.Bits() {
+			name := n.String()
+			if n.IsSingleIP() {
+				name = n.Addr().String()
+			}
+			return fmt.Errorf("covers %s, a cloud metadata or link-local address that egressd never opens (the guard's never class)", name)
+		}
+		return fmt.Errorf("is inside %s, a cloud metadata or link-local range that egressd never opens (the guard's never class)", n)
 	}
 	return nil
 }
@@ -120,7 +170,7 @@ func checkClusterDomain(cd string) error {
 // let its addresses be dialled directly. The NetworkPolicy would refuse
 // such a direct dial anyway; refusing it here makes the failure visible at
 // startup instead of at the first request.
-func checkNoProxy(entry, cd string) error {
+func (c Config) checkNoProxy(entry, cd string) error {
 	e := strings.ToLower(strings.TrimSpace(entry))
 	if e == "" || strings.ContainsAny(e, ", \t*") {
 		return fmt.Errorf("%w: %q: empty, a list or a wildcard", ErrBadNoProxy, entry)
@@ -129,11 +179,17 @@ func checkNoProxy(entry, cd string) error {
 		if !internalAddr(p.Masked().Addr()) || p.Bits() < minBits(p.Addr()) {
 			return fmt.Errorf("%w: %q: not a private or loopback range", ErrBadNoProxy, entry)
 		}
+		if err := c.checkNever(p); err != nil {
+			return fmt.Errorf("%w: %q %w", ErrBadNoProxy, entry, err)
+		}
 		return nil
 	}
 	if a, err := netip.ParseAddr(strings.Trim(e, "[]")); err == nil {
 		if !internalAddr(a) {
 			return fmt.Errorf("%w: %q: not a private or loopback address", ErrBadNoProxy, entry)
+		}
+		if err := c.checkNever(netip.PrefixFrom(a, a.BitLen())); err != nil {
+			return fmt.Errorf("%w: %q %w", ErrBadNoProxy, entry, err)
 		}
 		return nil
 	}

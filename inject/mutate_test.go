@@ -22,7 +22,18 @@ func testConfig() Config {
 		ServiceCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")},
 		NoProxy:       []string{".internal.cluster.local"},
 		Version:       "v1.2.3",
+		Never:         testNever,
 	}
+}
+
+// testNever is policy.NeverPrefixes as this package's tests see it (the
+// package imports no policy; cmd/egressd's TestInjectNoProxyNever holds
+// the wiring of the real list).
+var testNever = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("168.63.129.16/32"),
+	netip.MustParsePrefix("100.100.100.200/32"), netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("fd00:ec2::254/128"), netip.MustParsePrefix("fd00:ec2::23/128"),
+	netip.MustParsePrefix("fd20:ce::254/128"),
 }
 
 const wantNoProxy = "localhost,127.0.0.1,::1,.svc,.svc.cluster.local,.cluster.local,10.96.0.1,10.96.0.0/16,.internal.cluster.local"
@@ -307,6 +318,14 @@ func TestValidate(t *testing.T) {
 		{"cluster domain public suffix", func(c *Config) { c.ClusterDomain = "co.uk" }, ErrBadConfig},
 		{"cluster domain registrable", func(c *Config) { c.ClusterDomain = "example.com"; c.NoProxy = nil }, ErrBadConfig},
 		{"public service CIDR", func(c *Config) { c.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("8.8.0.0/16")} }, ErrBadConfig},
+		{"no never list", func(c *Config) { c.Never = nil }, ErrBadConfig},
+		{"service CIDR holds Alibaba metadata", func(c *Config) { c.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/10")} }, ErrBadConfig},
+		{"service CIDR inside the CGNAT block, clear of metadata", func(c *Config) { c.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")} }, nil},
+		{"API server a metadata address", func(c *Config) { c.APIServer = []netip.Addr{netip.MustParseAddr("169.254.169.254")} }, ErrBadConfig},
+		{"DNS a link-local address", func(c *Config) { c.DNS = netip.MustParseAddr("169.254.169.253") }, ErrBadConfig},
+		{"DNS a Service address", func(c *Config) { c.DNS = netip.MustParseAddr("10.96.0.53") }, nil},
+		{"proxy URL a metadata address", func(c *Config) { c.ProxyURL = "http://[fd00:ec2::254]:3128" }, ErrBadConfig},
+		{"no proxy Alibaba metadata", func(c *Config) { c.NoProxy = []string{"100.100.100.200"} }, ErrBadNoProxy},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -333,10 +352,21 @@ func TestNoProxyEntries(t *testing.T) {
 		{"localhost", true},
 		{"10.0.0.0/8", true},
 		{"10.1.2.3", true},
-		{"fd00::/8", true},
+		{"fd12:3456::/32", true},
 		{"[fd00::1]", true},
 		{"127.0.0.1", true},
-		{"100.64.0.0/10", true},
+		{"100.64.0.0/12", true},
+		// The guard's never class, or a range that holds one of it
+		// (issue 25): refused, naming the address.
+		{"100.100.100.200", false},
+		{"100.64.0.0/10", false},
+		{"100.100.0.0/16", false},
+		{"fd00:ec2::254", false},
+		{"FD00:EC2::254", false},
+		{"[fd00:ec2::23]", false},
+		{"fd20:ce::254", false},
+		{"fd00::/8", false},
+		{"fc00::/7", false},
 		{"", false},
 		{"*", false},
 		{".com", false},
@@ -360,7 +390,7 @@ func TestNoProxyEntries(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.entry, func(t *testing.T) {
-			err := checkNoProxy(tc.entry, "cluster.local")
+			err := testConfig().checkNoProxy(tc.entry, "cluster.local")
 			if (err == nil) != tc.ok {
 				t.Fatalf("checkNoProxy(%q) = %v, want ok %v", tc.entry, err, tc.ok)
 			}
@@ -368,5 +398,27 @@ func TestNoProxyEntries(t *testing.T) {
 				t.Fatalf("error %v does not wrap ErrBadNoProxy", err)
 			}
 		})
+	}
+}
+
+// TestNoProxyNeverNamed: a refused never-class entry's error names the
+// metadata address it is or holds, so that a person knows what to remove.
+func TestNoProxyNeverNamed(t *testing.T) {
+	for entry, want := range map[string]string{
+		"100.64.0.0/10":   "covers 100.100.100.200",
+		"fc00::/7":        "covers fd00:ec2::254",
+		"fd20:ce::254":    "covers fd20:ce::254",
+		"::ffff:10.0.0.1": "",
+	} {
+		err := testConfig().checkNoProxy(entry, "cluster.local")
+		if want == "" {
+			if err != nil {
+				t.Errorf("%s: %v; want accepted", entry, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "never") {
+			t.Errorf("%s: %v; want an error that says %q and names the never class", entry, err, want)
+		}
 	}
 }

@@ -27,7 +27,8 @@
 //	  (HTTP/1.1), no CONNECT or Upgrade (refuse.go: 501 bad-request,
 //	  before any decision), Host/:authority is the tunnel host (an
 //	  absolute-form request's Host field too), Decide → 403 with
-//	  X-Egressd-Reason, or forwarded (response header time 504, a silent
+//	  X-Egressd-Reason, or forwarded (response header time 504, a
+//	  response head over Config.MaxResponseHeadBytes 502, a silent
 //	  response cut at the idle timeout); Args.Requests counted; Record
 //	  (method, status, proto, bytes, redirect host; never bodies,
 //	  credentials or query strings).

@@ -31,6 +31,15 @@ type Config struct {
 	// KiB (the size of the pooled head buffer an exchange takes). The
 	// proxy passes its own MaxHeaderBytes (proxy.Config.Inspection).
 	MaxHeadBytes int
+	// MaxResponseHeadBytes bounds what egressd reads of an origin's
+	// response head: on HTTP/1.1 the status line and fields, every
+	// interim 1xx head before them counted together, and on HTTP/2 the
+	// header list it advertises (SETTINGS_MAX_HEADER_LIST_SIZE) and
+	// holds the origin to, trailers included. Over it the answer is 502
+	// upstream-error (http1.ErrResponseHeadTooLarge, Exchange.HeadTooLarge).
+	// Zero means 4 × MaxHeadBytes; the proxy passes the plain path's own
+	// limit (proxy.Config.Inspection).
+	MaxResponseHeadBytes int
 	// HeaderTimeout bounds reading an HTTP/1.1 request head from its
 	// first byte; a head still incomplete then is answered 408 and the
 	// tunnel closes. Zero means 10s.
@@ -69,6 +78,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxHeadBytes <= 0 {
 		cfg.MaxHeadBytes = 16 << 10
+	}
+	if cfg.MaxResponseHeadBytes <= 0 {
+		cfg.MaxResponseHeadBytes = 4 * cfg.MaxHeadBytes
 	}
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = 10 * time.Second
@@ -156,6 +168,7 @@ func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
 	}
 	t.Inspected = true
 	s := &session{e: e, a: &a, t: &t, client: client, upstream: upstream, requests: a.Requests}
+	s.uplim.r = upstream
 	if s.requests == nil {
 		s.requests = new(atomic.Int64)
 	}

@@ -61,6 +61,7 @@ func TestInspectedTunnel(t *testing.T) {
 				{"GET", "/dl/forbidden", 403, ""},
 				{"DELETE", "/status/404", 404, ""},
 				{"GET", "/v1/models", 200, ""},
+				{"GET", "/dl/ambiguous", 302, ""},
 			}
 			reused := 0
 			for _, s := range steps {
@@ -110,8 +111,13 @@ func TestInspectedTunnel(t *testing.T) {
 			if x := h.exchanges[5]; x.RedirectHost != "blob.example.net" {
 				t.Errorf("302 redirect_host %q; want blob.example.net", x.RedirectHost)
 			}
-			if x := h.exchanges[6]; x.RedirectHost != testHost {
-				t.Errorf("301 relative redirect_host %q; want %s", x.RedirectHost, testHost)
+			if x := h.exchanges[6]; x.RedirectHost != testHost || x.RedirectAmbiguous {
+				t.Errorf("301 relative redirect_host %q ambiguous %v; want %s", x.RedirectHost, x.RedirectAmbiguous, testHost)
+			}
+			// "/\evil.example/weights.bin": a path to net/url and curl,
+			// evil.example to browsers and fetch (issue 25).
+			if x := h.exchanges[10]; x.RedirectHost != "evil.example" || !x.RedirectAmbiguous {
+				t.Errorf("302 /\\ redirect_host %q ambiguous %v; want evil.example, ambiguous", x.RedirectHost, x.RedirectAmbiguous)
 			}
 			if x := h.exchanges[0]; x.BytesSent != int64(len(`{"ok":true}`)) {
 				t.Errorf("bytes sent %d", x.BytesSent)

@@ -26,7 +26,7 @@ func FuzzRedaction(f *testing.F) {
 		if q := strings.IndexByte(target, '?'); q >= 0 && len(target) > q+1 && strings.Contains(p, target[q:]) {
 			t.Fatalf("recorded path %q holds the query of %q", p, target)
 		}
-		rh := redirectHost(location, testHost)
+		rh, _ := redirectHost(location, testHost)
 		if strings.ContainsAny(rh, "?#@/") || strings.Contains(rh, "sig=") {
 			t.Fatalf("redirect host %q of %q holds more than a host", rh, location)
 		}

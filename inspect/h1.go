@@ -26,6 +26,10 @@ type session struct {
 	// requests counts the tunnel's requests as they begin (Args.Requests);
 	// atomic: HTTP/2 streams begin concurrently.
 	requests *atomic.Int64
+
+	// uplim is the origin's side as HTTP/1.1 responses are read from
+	// it: held to Config.MaxResponseHeadBytes while a head is read.
+	uplim headLimit
 }
 
 func (s *session) countRequest() { s.requests.Add(1) }
@@ -128,7 +132,7 @@ func (s *session) oneH1(br *bufio.Reader) (bool, error) {
 	if err := s.client.SetReadDeadline(time.Time{}); err != nil {
 		return false, nil
 	}
-	ubr := getReader(&s.e.pools.readers, s.upstream)
+	ubr := getReader(&s.e.pools.readers, &s.uplim)
 	defer putReader(&s.e.pools.readers, ubr)
 	keep, err := s.exchangeH1(req, fieldMismatch, start, cw, ubr)
 	// Bytes the origin sent past its response belong to no request.
@@ -181,7 +185,9 @@ func (s *session) exchangeH1(req *http.Request, fieldMismatch bool, start time.T
 	if err := s.upstream.SetReadDeadline(time.Now().Add(s.e.cfg.ResponseHeaderTimeout)); err != nil {
 		return s.upstreamFailed(x, cw, err)
 	}
+	s.uplim.hold(s.e.cfg.MaxResponseHeadBytes)
 	resp, err := readResponse(ubr, out)
+	s.uplim.release()
 	if err == nil {
 		err = s.upstream.SetReadDeadline(time.Time{})
 	} else {
@@ -193,7 +199,7 @@ func (s *session) exchangeH1(req *http.Request, fieldMismatch bool, start time.T
 	defer resp.Body.Close()
 	x.Status = resp.StatusCode
 	if resp.StatusCode/100 == 3 {
-		x.RedirectHost = redirectHost(resp.Header.Get("Location"), s.a.Host)
+		x.RedirectHost, x.RedirectAmbiguous = redirectHost(resp.Header.Get("Location"), s.a.Host)
 	}
 	removeHopByHop(resp.Header)
 	rb := &idleBody{countReader: countReader{r: resp.Body}, s: s, ubr: ubr, cw: cw}
@@ -235,6 +241,7 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 
 func (s *session) upstreamFailed(x *Exchange, cw *bufio.Writer, err error) (bool, error) {
 	x.Status, x.Error = upstreamStatus(err), err.Error()
+	x.HeadTooLarge = errors.Is(err, http1.ErrResponseHeadTooLarge)
 	writeRefusal(cw, x.Status, "upstream-error", s.a.Host, true)
 	cw.Flush()
 	return false, fmt.Errorf("inspect: upstream %s: %w", s.a.Host, err)

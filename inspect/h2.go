@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/egressd/egressd/internal/http1"
 )
 
 // serveH2 relays HTTP/2 streams: x/net/http2's server on the client's
@@ -16,8 +19,12 @@ import (
 // smuggling shapes, RFC 9113 §8.2.2), one x/net/http2 client connection
 // to the origin, each stream decided and recorded on its own.
 func (s *session) serveH2(ctx context.Context) error {
-	tr := &http2.Transport{}
-	cc, err := tr.NewClientConn(s.upstream)
+	// The origin's header list (trailers too) is held to the response
+	// head limit: x/net advertises it and stops keeping fields past it
+	// (its default is 10 MB).
+	tr := &http2.Transport{MaxHeaderListSize: uint32(min(s.e.cfg.MaxResponseHeadBytes, 1<<31))}
+	watch := &h2HeadWatch{Conn: s.upstream, max: int64(s.e.cfg.MaxResponseHeadBytes)}
+	cc, err := tr.NewClientConn(watch)
 	if err != nil {
 		return fmt.Errorf("inspect: HTTP/2 to %s: %w", s.a.Host, err)
 	}
@@ -26,12 +33,12 @@ func (s *session) serveH2(ctx context.Context) error {
 		CountError: s.countH2Error}
 	srv.ServeConn(s.client, &http2.ServeConnOpts{
 		Context: ctx, BaseConfig: s.e.h2base,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { s.exchangeH2(w, req, cc) }),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { s.exchangeH2(w, req, cc, watch) }),
 	})
 	return nil
 }
 
-func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2.ClientConn) {
+func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2.ClientConn, watch *h2HeadWatch) {
 	if n := headerListSize(req); n > s.e.cfg.MaxHeadBytes {
 		s.refuseH2(w, req, http.StatusRequestHeaderFieldsTooLarge, reasonBadRequest,
 			fmt.Errorf("%w: %d bytes, over %d", errHeaderListTooLarge, n, s.e.cfg.MaxHeadBytes))
@@ -59,15 +66,17 @@ func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2
 	if !late.Stop() && err != nil {
 		err = fmt.Errorf("%w: %w", errResponseTimeout, err)
 	}
+	err = watch.headClass(err)
 	if err != nil {
 		x.Status, x.Error = upstreamStatus(err), err.Error()
+		x.HeadTooLarge = errors.Is(err, http1.ErrResponseHeadTooLarge)
 		writeRefusalH2(w, x.Status, "upstream-error", s.a.Host)
 		return
 	}
 	defer resp.Body.Close()
 	x.Status = resp.StatusCode
 	if resp.StatusCode/100 == 3 {
-		x.RedirectHost = redirectHost(resp.Header.Get("Location"), s.a.Host)
+		x.RedirectHost, x.RedirectAmbiguous = redirectHost(resp.Header.Get("Location"), s.a.Host)
 	}
 	removeHopByHop(resp.Header)
 	h := w.Header()
@@ -82,7 +91,10 @@ func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2
 	// for IdleTimeout: late is moved on before each read.
 	x.BytesSent, err = copyFlush(w, resp.Body, late, s.e.cfg.IdleTimeout)
 	if err != nil {
+		// Trailers over the limit end the body with x/net's error.
+		err = watch.headClass(err)
 		x.Error, x.Idle = err.Error(), !late.Stop()
+		x.HeadTooLarge = errors.Is(err, http1.ErrResponseHeadTooLarge)
 		// The client must not take a cut body for a whole one: reset the
 		// stream (RST_STREAM) with net/http's documented abort, as
 		// ReverseProxy does on the plain path. The deferred end records

@@ -75,6 +75,10 @@ func originHandler() http.Handler {
 		w.Header().Set("Location", "/dl/weights.bin")
 		w.WriteHeader(http.StatusMovedPermanently)
 	})
+	mux.HandleFunc("/dl/ambiguous", func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Location"] = []string{"/\\evil.example/weights.bin"}
+		w.WriteHeader(http.StatusFound)
+	})
 	mux.HandleFunc("/dl/forbidden", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "expired", http.StatusForbidden) })
 	mux.HandleFunc("/status/", func(w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(r.URL.Path[len("/status/"):])
@@ -93,11 +97,12 @@ type harness struct {
 	snap     *policy.Snapshot
 	cred     []string
 
-	mu        sync.Mutex
-	exchanges []Exchange
-	tunnels   []Tunnel
-	errs      []error
-	done      sync.WaitGroup
+	mu           sync.Mutex
+	upstreamAddr string // the origin dialled instead of h.origin's (setRawOrigin)
+	exchanges    []Exchange
+	tunnels      []Tunnel
+	errs         []error
+	done         sync.WaitGroup
 }
 
 type harnessOpts struct {
@@ -186,7 +191,13 @@ func (h *harness) serve(ctx context.Context, c net.Conn) {
 		c.Close()
 		return
 	}
-	up, err := net.Dial("tcp", h.origin.Listener.Addr().String())
+	h.mu.Lock()
+	addr := h.upstreamAddr
+	h.mu.Unlock()
+	if addr == "" {
+		addr = h.origin.Listener.Addr().String()
+	}
+	up, err := net.Dial("tcp", addr)
 	if err != nil {
 		c.Close()
 		return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/egressd/egressd/certs"
 )
@@ -65,17 +66,11 @@ type Leaves struct {
 	cfg   LeafConfig
 	cache *lru.Cache[string, *tls.Certificate]
 
-	mu       sync.Mutex
-	inflight map[string]*mint
+	// mu orders SetCA's swap and purge against caching a new leaf.
+	mu     sync.Mutex
+	flight singleflight.Group // one minting per name at a time
 
 	minted atomic.Int64 // leaves minted, for tests and metrics
-}
-
-// mint is one minting in progress; waiters block on done.
-type mint struct {
-	done chan struct{}
-	cert *tls.Certificate
-	err  error
 }
 
 // NewLeaves returns a leaf cache for ca (certs.LoadCAFiles of
@@ -111,7 +106,7 @@ func NewLeaves(ca *certs.CA, cfg LeafConfig) (*Leaves, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect: leaf cache: %w", err)
 	}
-	l := &Leaves{cfg: cfg, cache: cache, inflight: make(map[string]*mint)}
+	l := &Leaves{cfg: cfg, cache: cache}
 	l.ca.Store(ca)
 	return l, nil
 }
@@ -158,35 +153,31 @@ func (l *Leaves) fresh(c *tls.Certificate) bool {
 	return l.cfg.Now().Before(c.Leaf.NotAfter.Add(-l.cfg.RenewBefore))
 }
 
-// mintOnce mints the leaf for name, once for all concurrent callers;
-// minted is true for the caller that signed it.
+// mintOnce mints the leaf for name, once for all concurrent callers
+// (golang.org/x/sync/singleflight); minted is true for the caller that
+// signed it.
 func (l *Leaves) mintOnce(name string) (c *tls.Certificate, minted bool, err error) {
-	l.mu.Lock()
-	if m, ok := l.inflight[name]; ok {
+	v, err, _ := l.flight.Do(name, func() (any, error) {
+		// A caller that came as another's minting ended may find the
+		// leaf it cached.
+		if c, ok := l.cache.Peek(name); ok && l.fresh(c) {
+			return c, nil
+		}
+		ca := l.ca.Load()
+		c, err := l.mint(ca, name)
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		if l.ca.Load() == ca { // not signed by a CA SetCA replaced
+			l.cache.Add(name, c)
+		}
 		l.mu.Unlock()
-		<-m.done
-		return m.cert, false, m.err
-	}
-	// A caller that waited for the lock may find the leaf another one
-	// just minted.
-	if c, ok := l.cache.Peek(name); ok && l.fresh(c) {
-		l.mu.Unlock()
-		return c, false, nil
-	}
-	m := &mint{done: make(chan struct{})}
-	l.inflight[name] = m
-	l.mu.Unlock()
-
-	ca := l.ca.Load()
-	m.cert, m.err = l.mint(ca, name)
-	l.mu.Lock()
-	if m.err == nil && l.ca.Load() == ca { // not signed by a CA SetCA replaced
-		l.cache.Add(name, m.cert)
-	}
-	delete(l.inflight, name)
-	l.mu.Unlock()
-	close(m.done)
-	return m.cert, m.err == nil, m.err
+		minted = true
+		return c, nil
+	})
+	c, _ = v.(*tls.Certificate)
+	return c, minted, err
 }
 
 // mint makes a leaf: ECDSA P-256, SAN exactly name, serverAuth, valid

@@ -8,7 +8,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/egressd/egressd/internal/http1"
 )
@@ -28,6 +31,113 @@ var (
 	// Config.ResponseHeaderTimeout.
 	errResponseTimeout = errors.New("inspect: no response header from the origin within the response timeout")
 )
+
+// headLimit is the origin's connection as an HTTP/1.1 tunnel's response
+// reader reads it: between hold and release each read is held to what is
+// left of n bytes, and one past them fails with
+// http1.ErrResponseHeadTooLarge, so that no origin makes the tunnel hold
+// more than n bytes of a head (net/http's ReadResponse reads a head of
+// any size; its Transport's MaxResponseHeaderBytes works the same way, on
+// its own connection). Bytes of the body the reader buffered with the
+// head count too: the limit errs low by a buffer at most. Trailers need
+// no hold: net/http reads them only when they fit the reader's buffer.
+type headLimit struct {
+	r      io.Reader
+	n, max int64
+	held   bool
+}
+
+func (l *headLimit) hold(n int) { l.n, l.max, l.held = int64(n), int64(n), true }
+func (l *headLimit) release()   { l.held = false }
+
+func (l *headLimit) Read(p []byte) (int, error) {
+	if !l.held {
+		return l.r.Read(p)
+	}
+	if l.n <= 0 {
+		return 0, fmt.Errorf("%w: the origin's is over %d bytes", http1.ErrResponseHeadTooLarge, l.max)
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// h2HeadTooLarge reports whether err is x/net/http2's for a response
+// header list over the MaxHeaderListSize it advertised (the error is not
+// exported: matched by its text, which TestH2HeadTooLargeText holds).
+func h2HeadTooLarge(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "response header list larger than advertised limit")
+}
+
+// h2HeadWatch is the origin's side of an HTTP/2 tunnel as x/net reads it:
+// it follows the frame boundaries (RFC 9113 §4.1) and keeps the encoded
+// size of the last header block (HEADERS and its CONTINUATION frames).
+// x/net answers a header list a little over its limit with the error
+// h2HeadTooLarge matches, and one far over it by closing the connection
+// in the middle of the block (PROTOCOL_ERROR, or COMPRESSION_ERROR for one
+// field over it), errors that name no cause: a connection error after a
+// block of more than half the limit encoded (HPACK's Huffman codes are 5
+// bits at the shortest, so a block over the limit decoded is mostly over
+// half of it encoded) is taken for one. A flood of fields indexed from
+// HPACK's table stays short encoded and keeps x/net's words; either way
+// the connection holds no more than the limit. It reads frame headers
+// only, never a payload.
+type h2HeadWatch struct {
+	net.Conn
+	max   int64
+	hdr   [9]byte
+	nh    int   // bytes of hdr read so far
+	skip  int64 // payload bytes left of the current frame
+	block atomic.Int64
+}
+
+func (w *h2HeadWatch) Read(p []byte) (int, error) {
+	n, err := w.Conn.Read(p)
+	w.scan(p[:n])
+	return n, err
+}
+
+func (w *h2HeadWatch) scan(b []byte) {
+	for len(b) > 0 {
+		if w.skip > 0 {
+			k := min(int64(len(b)), w.skip)
+			w.skip -= k
+			b = b[k:]
+			continue
+		}
+		k := copy(w.hdr[w.nh:], b)
+		w.nh += k
+		b = b[k:]
+		if w.nh < len(w.hdr) {
+			return
+		}
+		w.nh = 0
+		w.skip = int64(w.hdr[0])<<16 | int64(w.hdr[1])<<8 | int64(w.hdr[2])
+		switch http2.FrameType(w.hdr[3]) {
+		case http2.FrameHeaders:
+			w.block.Store(w.skip)
+		case http2.FrameContinuation:
+			w.block.Add(w.skip)
+		}
+	}
+}
+
+// headClass returns err, from a stream of the HTTP/2 connection w
+// watches, as http1.ErrResponseHeadTooLarge when a response head over the
+// limit caused it.
+func (w *h2HeadWatch) headClass(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce http2.ConnectionError
+	if h2HeadTooLarge(err) || errors.As(err, &ce) && w.block.Load() > w.max/2 {
+		return fmt.Errorf("%w: the origin's header list is over %d bytes", http1.ErrResponseHeadTooLarge, w.max)
+	}
+	return err
+}
 
 // headStatus is the answer to an HTTP/1.1 head that could not be read:
 // 431 over the size limit, 408 at the header timeout, else 400 (as the

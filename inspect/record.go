@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/egressd/egressd/internal/http1"
 )
 
 // Request is what the engine asks Decide about, for one HTTP request.
@@ -61,6 +63,10 @@ type Exchange struct {
 	// sent to (lower case, no port, no userinfo); the tunnel's own host
 	// when Location is relative.
 	RedirectHost string
+	// RedirectAmbiguous: RFC 3986 parsing reads Location as another host
+	// than RedirectHost, the one WHATWG parsing (browsers) follows
+	// (http1.RedirectHost).
+	RedirectAmbiguous bool
 	// BytesReceived and BytesSent count body bytes from the client and
 	// to the client.
 	BytesReceived, BytesSent int64
@@ -68,6 +74,10 @@ type Exchange struct {
 	// Error says what failed upstream or on the client's side; "" if
 	// nothing did.
 	Error string
+	// HeadTooLarge: the origin's response head was over
+	// Config.MaxResponseHeadBytes (Status 502, Error says
+	// http1.ErrResponseHeadTooLarge).
+	HeadTooLarge bool
 	// Idle: the response moved no byte either way for Config.IdleTimeout
 	// and was cut (outcome idle-timeout, as on the plain-HTTP path).
 	Idle bool
@@ -106,23 +116,10 @@ type Tunnel struct {
 }
 
 // redirectHost returns the host a Location value sends the client to,
-// resolved against the tunnel's host: lower case, no port, no userinfo.
-// An unparsable Location yields "".
-func redirectHost(location, host string) string {
-	if location == "" {
-		return ""
-	}
-	u, err := url.Parse(location)
-	if err != nil {
-		return ""
-	}
-	if u.Host == "" {
-		if u.Scheme != "" {
-			return "" // "mailto:", "data:": no host
-		}
-		return host
-	}
-	return strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+// resolved against the tunnel's host as a browser-grade client resolves
+// it, and whether RFC 3986 parsing reads another (http1.RedirectHost).
+func redirectHost(location, host string) (string, bool) {
+	return http1.RedirectHost(&url.URL{Scheme: "https", Host: host, Path: "/"}, location)
 }
 
 // recordPath returns the path of target for the record: the query cut.

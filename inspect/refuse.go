@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+
+	"github.com/egressd/egressd/internal/http1"
 )
 
 // Requests egressd refuses inside an inspected tunnel before deciding
@@ -56,7 +58,7 @@ func readerError(err, unread error) error {
 		}
 		return fmt.Errorf("%w: invalid request-target", unread)
 	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, errUnaskedSwitch):
+		errors.Is(err, errUnaskedSwitch), errors.Is(err, http1.ErrResponseHeadTooLarge):
 		return err
 	}
 	return unread

@@ -71,10 +71,6 @@ var (
 	compat     = netip.MustParsePrefix("::/96")          // IPv4-compatible, RFC 4291 §2.5.5.1 (deprecated)
 )
 
-// MetadataAddrs returns every metadata address of the guard (a fresh copy).
-// NeverPrefixes (never.go; package netpol excepts them) must cover each; a test holds that line.
-func MetadataAddrs() []netip.Addr { return append([]netip.Addr(nil), metadataAddrs...) }
-
 // Classify returns the built-in class of a and the reason that class gives
 // for a denial (ReasonAllowed for public). IPv4 embedded in IPv6 (mapped,
 // compatible, NAT64, 6to4, Teredo) is classified by its IPv4 part; a zone

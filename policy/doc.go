@@ -16,7 +16,8 @@
 // logging or metrics package, or any other package of this module. Its
 // imports are the standard library, k8s.io/apimachinery, sigs.k8s.io/yaml
 // and sigs.k8s.io/json (strict, case-sensitive decoding, as kube-apiserver
-// does), and golang.org/x/net idna and publicsuffix; nothing of k8s.io/api
+// does), go.yaml.in/yaml/v3 (node positions for file:line:column errors,
+// position.go), and golang.org/x/net idna and publicsuffix; nothing of k8s.io/api
 // (NetworkPolicy generation and its check are package netpol).
 // internal/archtest holds that line.
 //

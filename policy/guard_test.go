@@ -296,7 +296,7 @@ func TestIsMetadataName(t *testing.T) {
 // excepted range is never-class at both ends.
 func TestNeverPrefixesMatchGuard(t *testing.T) {
 	never := NeverPrefixes()
-	for _, a := range MetadataAddrs() {
+	for _, a := range metadataAddrs {
 		if !containsAny(never, a) {
 			t.Errorf("metadata address %s is not in NeverPrefixes", a)
 		}

@@ -41,6 +41,10 @@ const (
 	ReasonInitOnly         Reason = "init-only"         // the rule is phase: init and the pod is initialized
 	ReasonRateLimited      Reason = "rate-limited"      // over a per-client limit (summary record with count)
 	ReasonAuditUnavailable Reason = "audit-unavailable" // records cannot be written and --audit-failure is closed
+	// ReasonRuleChanged: revocation of an open tunnel whose rule still
+	// allows it but now asks what the tunnel cannot give (inspection it
+	// lacks, no inspection, other http entries: Requirements.Change).
+	ReasonRuleChanged Reason = "rule-changed"
 )
 
 // Reasons of a request inside an inspected tunnel (DecideRequest).

@@ -7,9 +7,6 @@ import (
 	"github.com/egressd/egressd/policy"
 )
 
-// maxHostLen bounds a host as it is recorded when it failed normalization.
-const maxHostLen = 253
-
 // admit is the admission step of every listener: identify, then the
 // pipeline's Admit (audit availability, NormalizeHost, the port, Decide;
 // admit.Pipeline.Admit has the order). The exchange keeps the host and the
@@ -36,11 +33,4 @@ func refusalStatus(r policy.Reason) int {
 		return http.StatusBadRequest
 	}
 	return http.StatusForbidden
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/policy"
 )
 
@@ -94,7 +95,7 @@ func TestAdversarialConnectTarget(t *testing.T) {
 			if tc.status != 200 && e.dials.Load() != before {
 				t.Fatal("a refused CONNECT dialled")
 			}
-			if len(r.Host) > maxHostLen {
+			if len(r.Host) > admit.MaxHostLen {
 				t.Fatalf("record host of %d octets", len(r.Host))
 			}
 		})

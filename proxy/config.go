@@ -136,12 +136,14 @@ const maxInspectStreams = 250
 // Inspection returns c with the proxy's per-request limits, defaults
 // applied, for the engine that serves inspected tunnels (docs/design.md,
 // "Inspection"): MaxHeaderBytes, HeaderTimeout, IdleTimeout and
-// ResponseHeaderTimeout as they are, and HTTP/2's concurrent streams
+// ResponseHeaderTimeout as they are, the response head limit of the
+// plain path (maxResponseHeadBytes), and HTTP/2's concurrent streams
 // bounded by MaxConnsPerClient (a client holds no more requests in flight
 // in one tunnel than it may hold connections), at most 250.
 func (cfg Config) Inspection(c inspect.Config) inspect.Config {
 	d := cfg.withDefaults()
 	c.MaxHeadBytes, c.HeaderTimeout = d.MaxHeaderBytes, d.HeaderTimeout
+	c.MaxResponseHeadBytes = d.maxResponseHeadBytes()
 	c.IdleTimeout, c.ResponseHeaderTimeout = d.IdleTimeout, d.ResponseHeaderTimeout
 	c.MaxConcurrentStreams = maxInspectStreams
 	if d.MaxConnsPerClient > 0 && d.MaxConnsPerClient < maxInspectStreams {
@@ -149,6 +151,11 @@ func (cfg Config) Inspection(c inspect.Config) inspect.Config {
 	}
 	return c
 }
+
+// maxResponseHeadBytes is the one response head limit, of the plain path
+// and of inspected tunnels (HTTP/1.1 heads, HTTP/2 header lists): four
+// request heads. cfg has its defaults.
+func (cfg Config) maxResponseHeadBytes() int { return 4 * cfg.MaxHeaderBytes }
 
 // withDefaults returns cfg with zero values replaced by their meaning.
 func (cfg Config) withDefaults() Config {

@@ -3,14 +3,11 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/miekg/dns"
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/policy"
@@ -212,14 +209,11 @@ func (ex *exchange) setDNS(a resolver.Answer) {
 		Answers:  make([]string, 0, len(a.Addrs)),
 		CNAMEs:   a.CNAMEs,
 		TTL:      a.TTL,
-		Rcode:    dns.RcodeToString[a.Rcode],
+		Rcode:    resolver.RcodeString(a.Rcode),
 		MS:       float64(a.Duration.Microseconds()) / 1000,
 		Cached:   a.Cached,
 		Stale:    a.Stale,
 		Upstream: a.Upstream,
-	}
-	if d.Rcode == "" {
-		d.Rcode = fmt.Sprintf("RCODE%d", a.Rcode)
 	}
 	for _, ip := range a.Addrs {
 		d.Answers = append(d.Answers, ip.String())

@@ -15,7 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/record"
 )
@@ -44,7 +46,7 @@ func newForwarder(p *Proxy) *forwarder {
 		DisableKeepAlives:      true,
 		DisableCompression:     true, // relay bytes as sent; the client decides
 		ResponseHeaderTimeout:  p.cfg.ResponseHeaderTimeout,
-		MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes) * 4,
+		MaxResponseHeaderBytes: int64(p.cfg.maxResponseHeadBytes()),
 		ForceAttemptHTTP2:      false,
 	}
 	f := &forwarder{p: p}
@@ -132,15 +134,12 @@ func (f *forwarder) rewrite(pr *httputil.ProxyRequest) {
 // upstream failure and starts the idle watch of the body's streaming.
 func (f *forwarder) modifyResponse(resp *http.Response) error {
 	ex := resp.Request.Context().Value(exchangeKey{}).(*exchange)
-	redirect := ""
-	if loc := resp.Header.Get("Location"); loc != "" {
-		if u, err := resp.Request.URL.Parse(loc); err == nil {
-			redirect = u.Hostname()
-		}
-	}
+	// The host a browser-grade client follows, flagged when RFC 3986
+	// parsing reads another (docs/design.md, "Audit record").
+	redirect, ambiguous := http1.RedirectHost(resp.Request.URL, resp.Header.Get("Location"))
 	ex.mu.Lock()
 	ex.rec.HTTP = httpOf(ex.rec.HTTP, resp.StatusCode)
-	ex.rec.HTTP.RedirectHost = redirect
+	ex.rec.HTTP.RedirectHost, ex.rec.HTTP.RedirectAmbiguous = redirect, ambiguous
 	ex.mu.Unlock()
 	if w := ex.idle; w != nil {
 		w.start()
@@ -166,10 +165,23 @@ func (f *forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err err
 		if isTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
 			status = http.StatusGatewayTimeout
 		}
+		if responseHeadTooLarge(err) {
+			// net/http's own words name no class: the one class of
+			// both paths, counted (egressd_response_heads_too_large_total).
+			err = fmt.Errorf("%w: over %d bytes", http1.ErrResponseHeadTooLarge, f.p.cfg.maxResponseHeadBytes())
+			f.p.m.ResponseHeadsTooLarge.WithLabelValues(record.KindHTTP).Inc()
+		}
 		rf = ex.upstreamFailure(status, record.OutcomeUpstreamError, fmt.Errorf("%w: %w", ErrUpstream, err))
 	}
 	ex.setError(err.Error())
 	writeRefusal(w, ex, rf)
+}
+
+// responseHeadTooLarge reports whether err is net/http Transport's for a
+// response head over MaxResponseHeaderBytes (not exported: matched by its
+// text, which TestPlainResponseHeadBounded holds).
+func responseHeadTooLarge(err error) bool {
+	return strings.Contains(err.Error(), "server response headers exceeded")
 }
 
 // upstreamBody is a response body from the origin: a read error other
@@ -342,9 +354,9 @@ func hostHeader(host string, port int) string {
 
 // badRequest is the refusal of a request whose target is no destination
 // (bad-request, 400, in every mode): the record keeps the host as the
-// client named it (at most maxHostLen bytes), and identifies the client.
+// client named it (admit.RecordedHost), and identifies the client.
 func (p *Proxy) badRequest(ex *exchange, rawHost string, err error) *refusal {
-	ex.host = truncate(rawHost, maxHostLen)
+	ex.host = admit.RecordedHost(rawHost)
 	p.identify(ex)
 	return deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err)
 }

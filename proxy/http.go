@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/record"
@@ -76,7 +77,7 @@ func (h *httpHandler) Refused(c *http1.Conn, he *http1.HeadError) {
 	}
 	nc := c.NetConn()
 	ex := p.newExchangeFrom(kind, addrOf(nc.RemoteAddr()))
-	ex.host = truncate(he.Host, maxHostLen)
+	ex.host = admit.RecordedHost(he.Host)
 	ex.rec.HTTP = &record.HTTP{Method: he.Method}
 	p.identify(ex)
 	ex.rec.Error = audit.RedactText(he.Error())

@@ -13,16 +13,13 @@ import (
 	"github.com/egressd/egressd/record"
 )
 
-// inspects reports whether the tunnel's decision hands it to the
-// inspection engine: an engine is configured and the deciding rule says
-// inspect: true (docs/design.md, "Inspection"). A tunnel of a blind rule
-// pays one field check of its decision, no lookup.
-func (t *tunnel) inspects() bool {
-	if t.p.cfg.Inspect == nil {
-		return false
-	}
-	d := t.ex.decision()
-	return d.Inspect && t.p.cfg.Policy().Inspects(d)
+// inspects reports whether the tunnel is handed to the inspection engine:
+// an engine is configured and the deciding rule's requirements (reqs, of
+// the snapshot that decided) say inspect (docs/design.md, "Inspection"). A
+// tunnel of a blind rule paid one field check of its decision, no lookup
+// (policy.Snapshot.Requirements).
+func (t *tunnel) inspects(reqs policy.Requirements) bool {
+	return t.p.cfg.Inspect != nil && reqs.Inspect
 }
 
 // serveInspected hands the tunnel, its ClientHello checked (t.replay holds
@@ -136,7 +133,7 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 		Client: ex.rec.Client, Host: ex.host, Port: ex.port, Mode: ex.rec.Mode, Peer: ex.rec.Peer,
 		Probe: ex.rec.Probe, // an exchange in egressd probe's tunnel is the probe's
 		HTTP: &record.HTTP{Method: x.Method, Path: x.Path, Status: x.Status,
-			RedirectHost: x.RedirectHost, Proto: x.Proto},
+			RedirectHost: x.RedirectHost, RedirectAmbiguous: x.RedirectAmbiguous, Proto: x.Proto},
 		BytesSent: x.BytesReceived, BytesReceived: x.BytesSent,
 		DurationMS: float64(x.Duration.Microseconds()) / 1000,
 	}
@@ -162,6 +159,9 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 	}
 	if x.Error != "" {
 		r.Error = audit.RedactText(x.Error)
+	}
+	if x.HeadTooLarge {
+		t.p.m.ResponseHeadsTooLarge.WithLabelValues(record.KindInspected).Inc()
 	}
 	t.p.mc.countRequest(&r)
 	t.p.cfg.Audit.Write(&r)

@@ -45,6 +45,7 @@ type inspectEnv struct {
 	ica *certs.CA
 }
 
+// newInspectEnv's extra rules are inspectRules unless o says others.
 func newInspectEnv(t testing.TB, o envOpt) *inspectEnv {
 	t.Helper()
 	ica, err := certs.NewCA("egressd inspection test CA")
@@ -56,7 +57,9 @@ func newInspectEnv(t testing.TB, o envOpt) *inspectEnv {
 		t.Fatal(err)
 	}
 	ie := &inspectEnv{ica: ica}
-	o.extra = inspectRules
+	if o.extra == "" {
+		o.extra = inspectRules
+	}
 	o.inspect = func(origins *certs.CA, cfg Config) *inspect.Engine {
 		eng, err := inspect.New(cfg.Inspection(inspect.Config{Leaves: leaves, Roots: origins.CertPool()}))
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/record"
 )
 
@@ -85,7 +86,7 @@ func TestRefusedHeadRecordsWhatWasParsed(t *testing.T) {
 		{"obs-fold", "POST http://models.test/ HTTP/1.1\r\nHost: models.test\r\nX-A: 1\r\n  2\r\n\r\n", 400, "POST", "models.test"},
 		{"bare LF", "GET http://models.test/ HTTP/1.1\nHost: models.test\n\n", 400, "GET", "models.test"},
 		{"host from Host when the target has none", "GET /x HTTP/1.1\r\nHost: models.test:80\r\nBad\x01: 1\r\n\r\n", 400, "GET", "models.test"},
-		{"long host truncated", "GET http://" + long + "/ HTTP/1.1\r\nHost: x\r\nX-A : 1\r\n\r\n", 400, "GET", long[:maxHostLen]},
+		{"long host truncated", "GET http://" + long + "/ HTTP/1.1\r\nHost: x\r\nX-A : 1\r\n\r\n", 400, "GET", long[:admit.MaxHostLen]},
 		{"unknown HTTP version", "GET http://models.test/ HTTP/2.0\r\nHost: models.test\r\n\r\n", 505, "GET", "models.test"},
 		{"unsupported transfer coding", "POST http://models.test/ HTTP/1.1\r\nHost: models.test\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "POST", "models.test"},
 		{"unsupported expectation", "POST http://models.test/ HTTP/1.1\r\nHost: models.test\r\nExpect: 200-ok\r\n\r\n", 417, "POST", "models.test"},

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -126,7 +127,7 @@ func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 		t.mu.Unlock()
 		return false
 	}
-	peer, check, hello, head := t.peer, t.check, t.hello, t.head
+	peer, check, hello, head, reqs := t.peer, t.check, t.hello, t.head, t.reqs
 	t.mu.Unlock()
 	ex := t.ex // src, host and port are fixed once admitted
 	d := p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer)
@@ -136,10 +137,20 @@ func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 	case head != nil:
 		d, _ = checkPlainHead(d, head, check, ex.port)
 	}
+	err := ErrRevoked
+	if d.Allowed() && !d.WouldDeny {
+		// Still allowed, but the tunnel was set up for what its rule
+		// asked then: one that cannot give what the rule asks now
+		// (inspection, other http entries) is closed, so that the client
+		// reconnects under the new rule.
+		if why := reqs.Change(snap.Requirements(d)); why != "" {
+			d, err = d.Deny(policy.ReasonRuleChanged), fmt.Errorf("%w: %s", ErrRevoked, why)
+		}
+	}
 	if !revokes(ex, d, &t.mu, &t.closed, &t.revoked) {
 		return false
 	}
-	t.fail(ErrRevoked)
+	t.fail(err)
 	t.abort()
 	return true
 }

@@ -34,9 +34,10 @@ type tunnel struct {
 	closed   bool
 	// Set by start: from then on revocation decides the tunnel again.
 	admitted bool
-	peer     netip.AddrPort // the dialled address, for the guard
-	check    string         // the CONNECT host; "" on the SNI listener
-	revoked  bool           // cut by Revalidate; the exchange holds its decision
+	peer     netip.AddrPort      // the dialled address, for the guard
+	check    string              // the CONNECT host; "" on the SNI listener
+	revoked  bool                // cut by Revalidate; the exchange holds its decision
+	reqs     policy.Requirements // what the admitting decision's rule asks (set by start)
 	// Written under mu by the direction that reads them; read by end, by
 	// Revalidate and by interim snapshots.
 	notTLS bool
@@ -155,8 +156,12 @@ func (t *tunnel) start(pre []byte, hello *sniff.ClientHello, check string, inlin
 		ex.rec.Start = ex.start
 	}
 	peer, _ := netip.ParseAddrPort(ex.rec.Peer)
+	// What the deciding rule asks of the tunnel (inspection, its http
+	// entries), before revocation may decide it again: a later decision
+	// that asks otherwise revokes it (recheckTunnel).
+	reqs := t.p.cfg.Policy().Requirements(ex.decision())
 	t.mu.Lock()
-	t.admitted, t.peer, t.check = true, peer, check
+	t.admitted, t.peer, t.check, t.reqs = true, peer, check, reqs
 	t.mu.Unlock()
 	if t.p.cfg.Interim != nil {
 		t.interimDone = t.p.cfg.Interim.Open(ex.rec.ID, ex.start, t.snapshot)
@@ -168,7 +173,7 @@ func (t *tunnel) start(pre []byte, hello *sniff.ClientHello, check string, inlin
 	}
 	t.active = true
 	t.p.mc.tunnels.Get(t.ex.rec.Kind).Inc()
-	if t.inspecting = t.inspects(); t.inspecting {
+	if t.inspecting = t.inspects(reqs); t.inspecting {
 		// One direction: the client side checks the ClientHello and hands
 		// both connections to the inspection engine (inspect.go).
 		t.pending.Store(1)

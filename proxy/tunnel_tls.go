@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy/internal/sniff"
@@ -68,7 +69,7 @@ func checkPlainHead(d policy.Decision, h *sniff.HTTPHead, host string, port int)
 	for _, n := range names {
 		hn, hp, perr := http1.SplitAuthority(n, 0)
 		if perr != nil || !sameHost(hn, host) || hp != 0 && hp != port {
-			err = fmt.Errorf("proxy: plaintext request for %q in a tunnel to %q", truncate(n, maxHostLen), host)
+			err = fmt.Errorf("proxy: plaintext request for %q in a tunnel to %q", admit.RecordedHost(n), host)
 			break
 		}
 	}

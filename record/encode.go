@@ -141,6 +141,9 @@ func AppendJSON(b []byte, r *Record) ([]byte, error) {
 			b = strconv.AppendInt(b, int64(h.Status), 10)
 		}
 		b = appendOptString(b, `,"redirect_host":`, h.RedirectHost)
+		if h.RedirectAmbiguous {
+			b = append(b, `,"redirect_ambiguous":true`...)
+		}
 		b = appendOptString(b, `,"proto":`, h.Proto)
 		b = appendOptString(b, `,"credential":`, h.Credential)
 		if h.CredentialReplaced {

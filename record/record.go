@@ -117,6 +117,10 @@ type HTTP struct {
 	Path         string `json:"path,omitempty"` // without query string
 	Status       int    `json:"status,omitempty"`
 	RedirectHost string `json:"redirect_host,omitempty"`
+	// RedirectAmbiguous: Location reads as another host to RFC 3986
+	// parsers (Go, curl) than RedirectHost, the host WHATWG parsing
+	// (browsers, fetch) follows; suggest opens no rule for it.
+	RedirectAmbiguous bool `json:"redirect_ambiguous,omitempty"`
 	// Proto is the request's protocol inside an inspected tunnel
 	// ("HTTP/1.1", "HTTP/2.0").
 	Proto string `json:"proto,omitempty"`

@@ -164,12 +164,9 @@ func New(cfg Config) (*Resolver, error) {
 // "host:port" upstreams. An empty path means /etc/resolv.conf. The CLI calls
 // it when --upstream-dns is not given.
 func UpstreamsFromResolvConf(path string) ([]string, error) {
-	if path == "" {
-		path = "/etc/resolv.conf"
-	}
-	cc, err := dns.ClientConfigFromFile(path)
+	cc, path, err := readResolvConf(path)
 	if err != nil {
-		return nil, fmt.Errorf("resolver: read %s: %w", path, err)
+		return nil, err
 	}
 	out := make([]string, 0, len(cc.Servers))
 	for _, s := range cc.Servers {
@@ -179,6 +176,31 @@ func UpstreamsFromResolvConf(path string) ([]string, error) {
 		return nil, fmt.Errorf("resolver: %s: no nameserver line", path)
 	}
 	return out, nil
+}
+
+// SearchFromResolvConf returns the search domains of a resolv.conf file
+// (an empty path means /etc/resolv.conf): the node's search list, which
+// the DNS server and explain recognise expansions of
+// (admit.Config.SearchDomains).
+func SearchFromResolvConf(path string) ([]string, error) {
+	cc, _, err := readResolvConf(path)
+	if err != nil {
+		return nil, err
+	}
+	return cc.Search, nil
+}
+
+// readResolvConf is the one reader of resolv.conf; an empty path means
+// /etc/resolv.conf, which it returns with the file's settings.
+func readResolvConf(path string) (*dns.ClientConfig, string, error) {
+	if path == "" {
+		path = "/etc/resolv.conf"
+	}
+	cc, err := dns.ClientConfigFromFile(path)
+	if err != nil {
+		return nil, path, fmt.Errorf("resolver: read %s: %w", path, err)
+	}
+	return cc, path, nil
 }
 
 // normalizeUpstream turns "10.0.0.10", "10.0.0.10:53", "[::1]:53" or "::1"

@@ -437,6 +437,17 @@ func TestUpstreamsFromResolvConf(t *testing.T) {
 			}
 		})
 	}
+	// The search list comes from the same read (readResolvConf).
+	p := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(p, []byte(tests[0].content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := SearchFromResolvConf(p); err != nil || !slices.Equal(got, []string{"ec2.internal"}) {
+		t.Fatalf("SearchFromResolvConf = %v %v", got, err)
+	}
+	if _, err := SearchFromResolvConf(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Fatal("SearchFromResolvConf of a missing file: no error")
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

@@ -168,7 +168,9 @@ func (s *Suggester) Add(r *auditlog.Record) {
 	pk := podKey{r.Client.Namespace, r.Client.Pod}
 	if r.Verdict == "allow" {
 		s.timeline[pk] = append(s.timeline[pk], event{r.Start.UnixNano(), r.Host})
-		if r.HTTP != nil && r.HTTP.RedirectHost != "" && r.HTTP.RedirectHost != r.Host {
+		// An ambiguous redirect (clients disagree on its host) is an
+		// attack shape, never a rule.
+		if r.HTTP != nil && r.HTTP.RedirectHost != "" && r.HTTP.RedirectHost != r.Host && !r.HTTP.RedirectAmbiguous {
 			m := s.redirects[pk]
 			if m == nil {
 				m = map[string]string{}

@@ -146,6 +146,21 @@ func TestSuggest(t *testing.T) {
 				labels: map[string]string{"app.kubernetes.io/name": "llm-server"}},
 		},
 		{
+			// "/\\evil.example/x": a path to curl, evil.example to a
+			// browser (issue 25): never read as the redirect that
+			// explains evil.example.
+			name: "an ambiguous redirect names no target",
+			recs: []*record.Record{
+				with(rec(0, "models.example.com", 443, "allow", "allowed"), func(r *record.Record) {
+					r.Kind, r.Tunnel = record.KindInspected, "tunnel-1"
+					r.HTTP = &record.HTTP{Method: "GET", Status: 302, RedirectHost: "evil.example", RedirectAmbiguous: true, Proto: "HTTP/2.0"}
+				}),
+				rec(30000, "evil.example", 443, "allow", "not-allowlisted"),
+			},
+			want: want{rules: []string{"evil.example:443 TODO"}, fallback: true,
+				labels: map[string]string{"app.kubernetes.io/name": "llm-server"}},
+		},
+		{
 			name: "three siblings fold under their common parent, two do not",
 			recs: []*record.Record{
 				rec(0, "eu1.blob.example.net", 443, "allow", "not-allowlisted"),

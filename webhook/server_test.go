@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -278,5 +279,6 @@ func counter(t testing.TB, c prometheus.Counter) float64 {
 }
 
 func testInject() inject.Config {
-	return inject.Config{ProxyURL: "http://egressd.llm-prod.svc:3128", Version: "test"}
+	return inject.Config{ProxyURL: "http://egressd.llm-prod.svc:3128", Version: "test",
+		Never: []netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")}}
 }

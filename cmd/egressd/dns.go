@@ -26,7 +26,7 @@ func startDNS(o *runOptions, st *state, res *resolver.Resolver, auditLog *audit.
 		// cluster DNS; every other reverse name is decided like any name.
 		cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, netip.MustParsePrefix(c)) // validated
 	}
-	if search, err := dnsserver.SearchFromResolvConf("/etc/resolv.conf"); err == nil {
+	if search, err := resolver.SearchFromResolvConf("/etc/resolv.conf"); err == nil {
 		cfg.SearchDomains = search
 	}
 	if o.advertiseIP != "" {

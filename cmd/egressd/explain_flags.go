@@ -13,11 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/egressd/egressd/dnsserver"
 	"github.com/egressd/egressd/explain"
 	"github.com/egressd/egressd/internal/watch"
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/policy"
+	"github.com/egressd/egressd/resolver"
 )
 
 // explainOptions are the flags of `egressd explain`: the request (package
@@ -180,7 +180,7 @@ Prints the decision egressd run makes for the request, and why. Exit 0 allowed,
 	o.SearchDomains = o.searchDomains
 	if len(o.SearchDomains) == 0 {
 		// What run recognises (cmd/egressd/dns.go); no file, no domains.
-		o.SearchDomains, _ = dnsserver.SearchFromResolvConf("")
+		o.SearchDomains, _ = resolver.SearchFromResolvConf("")
 	}
 	return o, errors.Join(errs...)
 }

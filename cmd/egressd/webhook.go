@@ -15,6 +15,7 @@ import (
 
 	"github.com/egressd/egressd/inject"
 	"github.com/egressd/egressd/kube"
+	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/webhook"
 )
 
@@ -51,6 +52,7 @@ func (w *webhookOptions) injectConfig(namespace, clusterDomain string) (inject.C
 	cfg := inject.Config{
 		ProxyURL:      "http://" + w.service + "." + namespace + ".svc:" + strconv.Itoa(w.proxyPort),
 		ClusterDomain: clusterDomain, NoProxy: w.noProxy, Version: version,
+		Never: policy.NeverPrefixes(), // the guard's list: the one source
 	}
 	api := []string(w.apiServer)
 	if len(api) == 0 {

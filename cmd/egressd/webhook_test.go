@@ -96,6 +96,16 @@ func TestRunWebhookFlags(t *testing.T) {
 		{"external no-proxy name", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-no-proxy", ".example.com"}, "NO_PROXY entry refused"},
 		{"secret without configuration", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--webhook-secret", "s"}, "go together"},
 		{"bad dns", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-dns", "resolver"}, "--inject-dns"},
+		// The guard's never class (policy.NeverPrefixes) reaches no
+		// NO_PROXY entry (issue 25), named in the refusal.
+		{"no-proxy Alibaba metadata", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-no-proxy", "100.100.100.200"}, "covers 100.100.100.200"},
+		{"no-proxy AWS IPv6 metadata", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-no-proxy", "fd00:ec2::254"}, "covers fd00:ec2::254"},
+		{"no-proxy GCP IPv6 metadata", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-no-proxy", "fd20:ce::254"}, "covers fd20:ce::254"},
+		{"no-proxy CGNAT block", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-no-proxy", "100.64.0.0/10"}, "covers 100.100.100.200"},
+		{"no-proxy ULA block", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-no-proxy", "fc00::/7"}, "covers fd00:ec2::254"},
+		{"service CIDR CGNAT block", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-service-cidr", "100.64.0.0/10"}, "covers 100.100.100.200"},
+		{"apiserver metadata", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-apiserver", "169.254.169.254"}, "inside 169.254.0.0/16"},
+		{"dns link-local", []string{"--webhook-addr", ":0", "--namespace", "ns", "--webhook-cert-dir", dir, "--inject-dns", "169.254.169.253"}, "inside 169.254.0.0/16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr testutil.SyncBuffer

@@ -10,6 +10,12 @@ var (
 	ErrMalformed    = errors.New("http1: malformed request head")
 )
 
+// ErrResponseHeadTooLarge: an origin's response head (HTTP/1.1 status
+// line and fields, interim 1xx heads included) or HTTP/2 header list over
+// the response head limit; the proxy's plain path and the inspected
+// tunnels answer it 502 upstream-error with this one class in the record.
+var ErrResponseHeadTooLarge = errors.New("http1: response head too large")
+
 // ErrServerClosed is returned by Server.Serve after Shutdown or Close.
 var ErrServerClosed = errors.New("http1: server closed")
 

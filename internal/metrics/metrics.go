@@ -35,6 +35,10 @@ type Metrics struct {
 	AuditCheckpoints prometheus.Counter
 	UpstreamErrors   *prometheus.CounterVec // DNS upstream errors, kind: timeout, network, servfail
 	InspectLeaves    *prometheus.CounterVec // inspection's leaf lookups, result: LeafHit, LeafMinted, LeafFailed
+	// ResponseHeadsTooLarge counts origins' response heads over the
+	// response head limit (answered 502 upstream-error), by kind of
+	// record: http (plain path), inspected.
+	ResponseHeadsTooLarge *prometheus.CounterVec
 }
 
 // Results of an inspected tunnel's leaf lookup: the result label of
@@ -103,6 +107,9 @@ func New() *Metrics {
 		InspectLeaves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "egressd_inspect_leaves_total", Help: "Leaf certificates looked up for inspected tunnels' handshakes, by result: hit (cached), minted (signed by the inspection CA), failed.",
 		}, []string{"result"}),
+		ResponseHeadsTooLarge: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "egressd_response_heads_too_large_total", Help: "Origins' response heads (HTTP/2 header lists) over the response head limit, answered 502 upstream-error, by kind: http (plain path), inspected.",
+		}, []string{"kind"}),
 	}
 	return m
 }
@@ -112,7 +119,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.Requests, m.DNSQueries, m.DialSeconds, m.DNSSeconds,
 		m.ActiveTunnels, m.BytesRelayed, m.CacheHits, m.CacheMisses, m.CacheSize, m.Reloads,
 		m.ReloadErrors, m.PolicyStale, m.Identities, m.Policies, m.AuditWritten, m.AuditFailed,
-		m.AuditDropped, m.AuditAvailable, m.AuditCheckpoints, m.UpstreamErrors, m.InspectLeaves} {
+		m.AuditDropped, m.AuditAvailable, m.AuditCheckpoints, m.UpstreamErrors, m.InspectLeaves, m.ResponseHeadsTooLarge} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}

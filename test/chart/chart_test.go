@@ -76,6 +76,15 @@ func TestRejects(t *testing.T) {
 		{"backups without a file", []string{"audit.file.maxBackups=3"}, "audit.file.path"},
 		{"extra env without a name", []string{"extraEnv[0].value=x"}, "name"},
 		{"extra env replacing POD_NAMESPACE", []string{"extraEnv[0].name=POD_NAMESPACE", "extraEnv[0].value=x"}, "extraEnv"},
+		// The guard's never class reaches no NO_PROXY (issue 25).
+		{"no-proxy Alibaba metadata", []string{"inject.noProxy[0]=100.100.100.200"}, "noProxy"},
+		{"no-proxy AWS IPv6 metadata", []string{"inject.noProxy[0]=FD00:EC2::254"}, "noProxy"},
+		{"no-proxy GCP IPv6 metadata", []string{"inject.noProxy[0]=fd20:ce::254"}, "noProxy"},
+		{"no-proxy CGNAT block", []string{"inject.noProxy[0]=100.64.0.0/10"}, "noProxy"},
+		{"no-proxy ULA block", []string{"inject.noProxy[0]=fc00::/7"}, "noProxy"},
+		{"no-proxy link-local address", []string{"inject.noProxy[0]=169.254.169.254"}, "noProxy"},
+		{"service CIDR CGNAT block", []string{"cluster.serviceCIDR=100.64.0.0/10"}, "serviceCIDR"},
+		{"API server metadata", []string{"inject.apiServerAddress=169.254.169.254"}, "apiServerAddress"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/egressd/egressd/internal/k8stest"
 	"github.com/egressd/egressd/kube"
 	"github.com/egressd/egressd/kube/rbac"
+	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/webhook"
 )
 
@@ -140,7 +141,7 @@ func start(t *testing.T, mods ...func(*inject.Config)) *harness {
 	if err := h.certs.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	icfg := inject.Config{ProxyURL: "http://egressd." + h.ns + ".svc:3128", Version: "test"}
+	icfg := inject.Config{ProxyURL: "http://egressd." + h.ns + ".svc:3128", Version: "test", Never: policy.NeverPrefixes()}
 	for _, m := range mods {
 		m(&icfg)
 	}
