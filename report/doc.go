@@ -17,6 +17,8 @@
 //     columns), json, csv, markdown, dot, and one self-contained HTML page
 //     with the dependency graph as inline SVG and a Content-Security-Policy
 //     that lets the page fetch nothing.
+//  4. or, instead of 2 and 3, ocsf.go: one OCSF 1.3 event per request
+//     (--format ocsf), after the same merge and filters.
 //
 // Memory: aggregates, plus 8 bytes per distinct request id in the merge
 // set (docs/reports.md says why), plus the interim records whose end

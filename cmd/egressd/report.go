@@ -33,7 +33,7 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			"kubectl logs --prefix output), merges replicas by id and prints a report.\n\n")
 		fs.PrintDefaults()
 	}
-	format := fs.String("format", "table", "table, json, csv, markdown, dot or html")
+	format := fs.String("format", "table", "table, json, csv, markdown, dot or html; or ocsf: one OCSF 1.3 event per request instead of a report")
 	since := fs.String("since", "", "only requests open at or after this: a duration back from now (24h, 7d) or a time (2026-07-01, RFC 3339)")
 	until := fs.String("until", "", "only requests that started at or before this: a time, or a duration back from now")
 	namespace := fs.String("namespace", "", "only this namespace (unknown clients stay listed)")
@@ -44,13 +44,14 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.Var(&policies, "policy", "policy file or directory (repeatable): list its rules that matched nothing")
 	useKube := fs.Bool("kube", false, "read the EgressPolicies of --namespace from the Kubernetes API: list rules that matched nothing")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file for --kube (default: in-cluster)")
+	from := fs.String("from", "", "read the records from a log engine instead of files: its base URL (VictoriaLogs, http://HOST:9428)")
 	inputs, code := parseWithInputs(fs, args, stderr)
 	if code >= 0 {
 		return code
 	}
 	cfg := report.Config{Namespace: *namespace, Verdict: *verdict, Probes: *probes}
 	var errs []error
-	if !report.ValidFormat(*format) {
+	if !report.ValidFormat(*format) && *format != report.FormatOCSF {
 		errs = append(errs, fmt.Errorf("--format %q: want one of %s", *format, strings.Join(report.Formats, ", ")))
 	}
 	var err error
@@ -77,6 +78,9 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if *from != "" && len(inputs) > 0 {
+		errs = append(errs, errors.New("--from reads a log engine: give it or FILE|DIR|-, not both"))
 	}
 	if len(errs) > 0 {
 		fmt.Fprintf(stderr, "egressd report: %v\n", errors.Join(errs...))
@@ -105,14 +109,26 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			return 1
 		}
 	}
-	if stdinIsTerminal(inputs, stdin) {
-		fmt.Fprintln(stderr, "egressd report: no input: give FILE, DIR or - (stdin is a terminal)")
-		return 2
+	var ins []auditlog.Input
+	if *from != "" {
+		ins, err = engineInputs(ctx, *from, auditlog.Query{Since: cfg.Since, Namespace: cfg.Namespace, Workload: cfg.Workload})
+	} else {
+		if stdinIsTerminal(inputs, stdin) {
+			fmt.Fprintln(stderr, "egressd report: no input: give FILE, DIR or - (stdin is a terminal)")
+			return 2
+		}
+		ins, err = auditlog.Inputs(inputs, stdin)
 	}
-	ins, err := auditlog.Inputs(inputs, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "egressd report: %v\n", err)
 		return 1
+	}
+	if *format == report.FormatOCSF {
+		if _, err := report.WriteOCSF(stdout, cfg, ins); err != nil {
+			fmt.Fprintf(stderr, "egressd report: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	rep, err := report.Build(cfg, ins)
 	if err != nil {
@@ -225,4 +241,14 @@ func stdinIsTerminal(inputs []string, stdin io.Reader) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// engineInputs is the one input of --from: the log engine's answer to q,
+// streamed.
+func engineInputs(ctx context.Context, from string, q auditlog.Query) ([]auditlog.Input, error) {
+	eng, err := auditlog.NewVictoriaLogs(from, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	return []auditlog.Input{auditlog.EngineInput(ctx, eng, q)}, nil
 }

@@ -104,6 +104,7 @@ type runOptions struct {
 	credentialsDir string
 
 	webhook webhookOptions
+	export  exportOptions
 }
 
 func (o *runOptions) flags(fs *flag.FlagSet) {
@@ -149,6 +150,7 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.upstreamCA, "upstream-ca", "", "PEM bundle added to the system roots that verify inspected origins")
 	fs.StringVar(&o.credentialsDir, "credentials-dir", "", "directory of credentials egressd adds to inspected requests (rules with credential:), one file per credential named by its name, as a mounted Secret; reloaded every --reload-interval; values never logged")
 	o.webhook.flags(fs)
+	o.export.flags(fs)
 }
 
 // validate checks the flags with errors a person can act on.
@@ -234,6 +236,9 @@ func (o *runOptions) validate() error {
 		errs = append(errs, errors.New("--credentials-dir adds credentials to inspected requests: it needs --inspect-ca-cert and --inspect-ca-key"))
 	}
 	if err := o.webhook.validate(o); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.export.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -148,6 +148,16 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 		return err
 	}
 	defer auditCloser.Close()
+	// The exporter is one more sink of the audit logger: closed after it,
+	// so that it gets the logger's last records.
+	exporter, closeExport, err := startExport(o, reg, log)
+	if err != nil {
+		return err
+	}
+	defer closeExport()
+	if exporter != nil {
+		writers = append(writers, exporter)
+	}
 	// Kubernetes Events on denied pods (--kube, --event-interval): the
 	// logger hands every record to st.recordEvent.
 	acfg := auditConfig(o, writers, m, log)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
@@ -33,6 +34,7 @@ func verifyMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	strict := fs.Bool("strict", false, "fail on unterminated logs too (a process killed, or a tail cut)")
 	prove := fs.String("prove", "", "print an inclusion proof (JSON) of the record with this id against its log's latest signed checkpoint")
 	checkProof := fs.String("check-proof", "", "check an inclusion proof file written by --prove")
+	from := fs.String("from", "", "read the records from a log engine instead of files: its base URL (VictoriaLogs, http://HOST:9428)")
 	inputs, code := parseWithInputs(fs, args, stderr)
 	if code >= 0 {
 		return code
@@ -63,11 +65,19 @@ func verifyMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "verified: record seq=%d of log %s is in the signed checkpoint of size %d\n", p.Seq, p.Log, p.Size)
 		return 0
 	}
-	if stdinIsTerminal(inputs, stdin) {
+	var ins []auditlog.Input
+	switch {
+	case *from != "" && len(inputs) > 0:
+		fmt.Fprintln(stderr, "egressd verify: --from reads a log engine: give it or FILE|DIR|-, not both")
+		return 2
+	case *from != "":
+		ins, err = engineInputs(context.Background(), *from, auditlog.Query{})
+	case stdinIsTerminal(inputs, stdin):
 		fmt.Fprintln(stderr, "egressd verify: no input: give FILE, DIR or - (stdin is a terminal)")
 		return 2
+	default:
+		ins, err = auditlog.Inputs(inputs, stdin)
 	}
-	ins, err := auditlog.Inputs(inputs, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "egressd verify: %v\n", err)
 		return 2

@@ -121,6 +121,8 @@ var rules = []rule{
 		onlyModule: []string{}},
 	{pkg: "evidence", why: "evidence hashes and signs record lines and verifies them: bytes in, bytes out; it imports no other package of this module",
 		onlyModule: []string{}},
+	{pkg: "export", why: "export ships records to a log engine: it reads them with auditlog and never reaches the serving packages, audit, kube, cmd or client-go (cmd hands it to audit as a writer)",
+		mustNot: []string{"proxy", "resolver", "dnsserver", "kube", "audit", "cmd", clientGo}},
 	{pkg: "internal/watch", why: "watch polls files; it imports no other package of this module",
 		onlyModule: []string{}},
 	{pkg: "credentials", why: "credentials holds the values egressd adds to inspected requests: the standard library only (the proxy asks it through its own interface, policy names the credentials)",
@@ -201,7 +203,7 @@ var importedOnlyBy = []struct {
 // the test trees and the internal test helpers. Everything else serves
 // (internal/ also holds plumbing of the serving code: limit, watch,
 // metrics).
-var support = []string{"bench", "examples", "test", "internal/archtest", "internal/dnstest", "internal/k8stest", "internal/testutil"}
+var support = []string{"bench", "examples", "test", "internal/archtest", "internal/dnstest", "internal/k8stest", "internal/testutil", "internal/vlogstest"}
 
 // check returns every broken rule in pkgs, one line each.
 func check(pkgs []pkg) []string {
@@ -226,7 +228,9 @@ func check(pkgs []pkg) []string {
 				bad = append(bad, fmt.Sprintf("%s depends on %s: the test trees are not imported", self, dep))
 			case under(dep, "internal/k8stest"):
 				bad = append(bad, fmt.Sprintf("%s depends on %s: k8stest is for _test.go files only", self, dep))
-			case under(dep, "internal/testutil") && !under(self, "bench"):
+			case under(dep, "internal/vlogstest") && !under(self, "bench"):
+				bad = append(bad, fmt.Sprintf("%s depends on %s: vlogstest is for tests and bench/ only", self, dep))
+			case under(dep, "internal/testutil") && !under(self, "bench") && !under(self, "internal/k8stest") && !under(self, "internal/vlogstest"):
 				bad = append(bad, fmt.Sprintf("%s depends on %s: testutil is for tests and bench/ only", self, dep))
 			case under(dep, "kube/rbac") && serving:
 				bad = append(bad, fmt.Sprintf("%s depends on %s: %s", self, d, rbacWhy))

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egressd/egressd/internal/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -160,24 +160,8 @@ func binDir(t testing.TB) string {
 	return ""
 }
 
-// repoRoot walks up from the working directory (a package directory under
-// go test) to the directory holding go.mod.
-func repoRoot() (string, error) {
-	d, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		p := filepath.Dir(d)
-		if p == d {
-			return "", errors.New("k8stest: go.mod not found above the working directory")
-		}
-		d = p
-	}
-}
+// repoRoot is the module's root, where .tools/ lies.
+func repoRoot() (string, error) { return testutil.RepoRoot() }
 
 func start(bin, dir string) (*Env, error) {
 	e := &Env{Dir: dir}

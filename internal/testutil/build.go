@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,4 +43,23 @@ func MainWithEgressd(m *testing.M, bin *string) int {
 	defer remove()
 	*bin = b
 	return m.Run()
+}
+
+// RepoRoot walks up from the working directory (a package directory under
+// go test) to the directory holding go.mod: where .tools/ lies.
+func RepoRoot() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("testutil: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		p := filepath.Dir(d)
+		if p == d {
+			return "", errors.New("testutil: go.mod not found above the working directory")
+		}
+		d = p
+	}
 }

@@ -234,11 +234,14 @@ func TestDeployment(t *testing.T) {
 
 // checkAuditVolume: the audit file's directory is a volume (the root file
 // system is read-only), of the source wanted, and nothing is mounted
-// without an audit file but the webhook's certificate (TestInjectionWebhook)
-// and the inspection CA and roots (TestInspection).
+// without an audit file but the webhook's certificate (TestInjectionWebhook),
+// the inspection CA and roots (TestInspection) and the export's spool and
+// header Secrets (TestAuditOTLP).
 func checkAuditVolume(t *testing.T, ps corev1.PodSpec, mount, source string) {
 	t.Helper()
-	other := func(name string) bool { return name == "webhook-cert" || name == "inspect-ca" || name == "upstream-ca" }
+	other := func(name string) bool {
+		return name == "webhook-cert" || name == "inspect-ca" || name == "upstream-ca" || name == "audit-spool" || name == "otlp-headers"
+	}
 	mounts := slices.DeleteFunc(slices.Clone(ps.Containers[0].VolumeMounts), func(m corev1.VolumeMount) bool { return other(m.Name) })
 	ps.Volumes = slices.DeleteFunc(slices.Clone(ps.Volumes), func(v corev1.Volume) bool { return other(v.Name) })
 	if mount == "" {
