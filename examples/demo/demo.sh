@@ -76,8 +76,14 @@ echo "== the inspected exchanges (records of kind inspected; the signed URL's qu
 exchanges "$work/audit-models.jsonl"
 
 echo
-echo "== 6. egressd suggest: the blob host from the recorded redirect (exact, no question mark)"
-"$egressd" suggest --pods examples/demo/pods.yaml --cidr 127.0.0.0/8 "$work/audit-models.jsonl" | grep -v '^#'
+echo "== 6. egressd suggest: enforce mode denied the blob host, so it is listed and never suggested"
+"$egressd" suggest --pods examples/demo/pods.yaml --cidr 127.0.0.0/8 "$work/audit-models.jsonl" 2>&1 | grep '^# ' || true
+echo "== the same download in audit mode: the blob host is would-deny; suggest takes it from the recorded redirect (exact, no question mark)"
+start_egressd models-audit --mode audit --policy examples/demo/inspect-models.yaml "${ica[@]}"
+cat "$work/inspect-ca.pem" "$work/ca.pem" >"$work/both-ca.pem" # the blob host is not inspected: its own CA
+curl -fsSL --cacert "$work/both-ca.pem" -o /dev/null "$url"
+stop_egressd
+"$egressd" suggest --pods examples/demo/pods.yaml --cidr 127.0.0.0/8 "$work/audit-models-audit.jsonl" | grep -v '^#'
 
 echo
 echo "== 7. with the blob host's rule (examples/demo/inspect-blob.yaml, inspected too): the download"
@@ -109,5 +115,5 @@ if grep -q -F -e "$key" -e "$(printf %s "$key" | base64 -w0)" "$work"/audit-*.js
 fi
 
 echo
-echo "== 9. egressd verify: the demo's records, four runs, complete and unaltered (the demo's verifier key)"
+echo "== 9. egressd verify: the demo's records, five runs, complete and unaltered (the demo's verifier key)"
 "$egressd" verify --key "$work/egressd-demo.pub" "$work"/audit-*.jsonl
