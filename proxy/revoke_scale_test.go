@@ -218,8 +218,13 @@ func TestRevalidateScale(t *testing.T) {
 	waited := q1 - q0
 	t.Logf("pass over %d open tunnels revoking %d: %v (%v of it waiting for a CPU); all their records written after %v, %v of CPU",
 		checked, revoked, pass, waited, all, cpu)
-	if cpu > time.Second {
-		t.Fatalf("revoking %d tunnels and writing their records cost %v of CPU, want at most a second", revoked, cpu)
+	// The bound catches a pass that grows faster than the tunnels it
+	// revokes (a quadratic pass over 3,000 tunnels costs many seconds).
+	// Revision 4's record fields and outcome counter put the race build's
+	// cost at 1.03-1.07 s on a loaded 2-core machine (it was about 0.9 s):
+	// 1.5 s keeps the guard without failing on a busy CI host.
+	if cpu > 1500*time.Millisecond {
+		t.Fatalf("revoking %d tunnels and writing their records cost %v of CPU, want at most 1.5 s", revoked, cpu)
 	}
 	switch quiet := !qok || waited <= pass/10; {
 	case quiet && all > time.Second:
