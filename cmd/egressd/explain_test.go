@@ -378,7 +378,7 @@ func TestExplainKube(t *testing.T) {
 			wantText = strings.ReplaceAll(wantText, "in namespace shop\n", "in namespace "+ns+"\n")
 			got := out
 			if tc.code != 2 {
-				line := "invalid     policy: EgressPolicy " + ns + "/e-invalid: spec.egress[0].hosts[0]"
+				line := "invalid     EgressPolicy " + ns + "/e-invalid: spec.egress[0].hosts[0]"
 				i := strings.Index(got, line)
 				if i < 0 {
 					t.Fatalf("no line %q:\n%s", line, got)
