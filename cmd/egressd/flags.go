@@ -106,3 +106,11 @@ func (s flagSpeller) Write(p []byte) (int, error) {
 // longFlag is the head of one of PrintDefaults' lines for a flag whose
 // name is longer than one letter.
 var longFlag = regexp.MustCompile(`(?m)^(  )-([A-Za-z0-9][-A-Za-z0-9_.]+)`)
+
+// failf writes a command's error after "egressd CMD: " once: a sentinel of
+// the package of the same name already starts with "CMD: " (report's and
+// suggest's invalid options), and the reader learns nothing from the
+// prefix twice (docs/architecture.md, "Errors").
+func failf(w io.Writer, cmd string, err error) {
+	fmt.Fprintf(w, "egressd %s: %s\n", cmd, strings.TrimPrefix(err.Error(), cmd+": "))
+}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPersonFacingErrors: a bad environment value says what is accepted,
@@ -38,6 +39,16 @@ func TestPersonFacingErrors(t *testing.T) {
 		{"port as a name, second document", nil,
 			func(o, e *bytes.Buffer) int { return checkMain([]string{"--policy", https}, o, e) },
 			[]string{`llm-prod.yaml:17:13: spec.egress[0].ports[0]: want a port number 1-65535, got "https"`}, []string{"int32", "Go struct", "policy: policy:"}},
+		{"report's invalid option said once", nil,
+			func(o, e *bytes.Buffer) int {
+				return reportMain(t.Context(), []string{"--verdict", "nope", insp}, strings.NewReader(""), o, e, time.Now())
+			},
+			[]string{`egressd report: invalid option: verdict "nope": want allow, deny or would-deny`}, []string{"report: report:"}},
+		{"suggest's invalid option said once", nil,
+			func(o, e *bytes.Buffer) int {
+				return suggestMain([]string{"--fold", "1", insp}, strings.NewReader(""), o, e)
+			},
+			[]string{"egressd suggest: invalid option: --fold 1"}, []string{"suggest: suggest:"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -83,7 +83,7 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		errs = append(errs, errors.New("--from reads a log engine: give it or FILE|DIR|-, not both"))
 	}
 	if len(errs) > 0 {
-		fmt.Fprintf(stderr, "egressd report: %v\n", errors.Join(errs...))
+		failf(stderr, "report", errors.Join(errs...))
 		return 2
 	}
 	switch {
@@ -97,7 +97,7 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			cfg.Policies = snap.Policies()
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "egressd report: %v\n", err)
+			failf(stderr, "report", err)
 			return 1
 		}
 		if cfg.Policies == nil {
@@ -105,7 +105,7 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		}
 	case *useKube:
 		if cfg.Policies, err = kubePolicies(ctx, *kubeconfig, *namespace); err != nil {
-			fmt.Fprintf(stderr, "egressd report: %v\n", err)
+			failf(stderr, "report", err)
 			return 1
 		}
 	}
@@ -120,30 +120,30 @@ func reportMain(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		ins, err = auditlog.Inputs(inputs, stdin)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "egressd report: %v\n", err)
+		failf(stderr, "report", err)
 		return 1
 	}
 	if *format == report.FormatOCSF {
 		if _, err := report.WriteOCSF(stdout, cfg, ins); err != nil {
-			fmt.Fprintf(stderr, "egressd report: %v\n", err)
+			failf(stderr, "report", err)
 			return 1
 		}
 		return 0
 	}
 	rep, err := report.Build(cfg, ins)
 	if err != nil {
-		fmt.Fprintf(stderr, "egressd report: %v\n", err)
+		failf(stderr, "report", err)
 		return 1
 	}
 	if n := rep.Input.Unreadable(); n > 0 {
 		fmt.Fprintf(stderr, "egressd report: %d of %d lines were not audit records (skipped)\n", n, rep.Input.Lines)
 	}
 	if err := rep.Input.Check(); err != nil {
-		fmt.Fprintf(stderr, "egressd report: %v\n", err)
+		failf(stderr, "report", err)
 		return 1
 	}
 	if err := report.Render(stdout, rep, *format); err != nil {
-		fmt.Fprintf(stderr, "egressd report: %v\n", err)
+		failf(stderr, "report", err)
 		return 1
 	}
 	return 0

@@ -51,13 +51,13 @@ func suggestMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		fmt.Fprintf(stderr, "egressd suggest: %v\n", errors.Join(errs...))
+		failf(stderr, "suggest", errors.Join(errs...))
 		return 2
 	}
 	if *pods != "" {
 		list, err := readPods([]string{*pods})
 		if err != nil {
-			fmt.Fprintf(stderr, "egressd suggest: %v\n", err)
+			failf(stderr, "suggest", err)
 			return 1
 		}
 		cfg.Pods = append([]*corev1.Pod{}, list...)
@@ -68,16 +68,16 @@ func suggestMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ins, err := auditlog.Inputs(inputs, stdin)
 	if err != nil {
-		fmt.Fprintf(stderr, "egressd suggest: %v\n", err)
+		failf(stderr, "suggest", err)
 		return 1
 	}
 	res, err := suggest.Build(cfg, ins)
 	if err != nil {
-		fmt.Fprintf(stderr, "egressd suggest: %v\n", err)
+		failf(stderr, "suggest", err)
 		return 1
 	}
 	if err := res.WriteYAML(stdout); err != nil {
-		fmt.Fprintf(stderr, "egressd suggest: %v\n", err)
+		failf(stderr, "suggest", err)
 		return 1
 	}
 	if len(res.Policies) == 0 {
