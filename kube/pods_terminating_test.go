@@ -40,7 +40,9 @@ func TestTerminatingPodIdentity(t *testing.T) {
 
 	old := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "old", Labels: map[string]string{"app": "old"}, Finalizers: []string{"egressd.dev/test-hold"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/app:1"}}},
+		// Scheduled, as a running pod is: the API server deletes a pod
+		// that no node holds at once (grace period 0), whatever was asked.
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "example.invalid/app:1"}}},
 	}
 	old, err := c.CoreV1().Pods(ns).Create(ctx, old, metav1.CreateOptions{})
 	if err != nil {
