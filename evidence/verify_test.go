@@ -40,7 +40,7 @@ func writeLog(t testing.TB, s note.Signer, n, every int, exit bool) (*Log, [][]b
 	}
 	var lines [][]byte
 	for i := range n {
-		line := fmt.Appendf(nil, `{"time":"2026-01-02T15:04:05Z","id":"id-%s-%d","kind":"connect","client":{"ip":"10.0.0.1"},"host":"h%d.example","verdict":"allow","reason":"rule"}`, l.ID()[len(l.ID())-6:], i, i)
+		line := fmt.Appendf(nil, `{"time":"2026-01-02T15:04:05Z","id":"id-%s-%d","kind":"connect","client":{"ip":"127.0.0.5"},"host":"h%d.example","verdict":"allow","reason":"rule"}`, l.ID()[len(l.ID())-6:], i, i)
 		lines = append(lines, l.Seal(line))
 		if every > 0 && (i+1)%every == 0 {
 			cp, err := l.Checkpoint(TriggerInterval)

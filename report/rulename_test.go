@@ -42,7 +42,7 @@ spec:
 	if d2 := edited.Decide(policy.DecideArgs{Client: c, Host: "models.example.com", Port: 443}); d2.Rule != 1 || d2.PolicyGeneration == d.PolicyGeneration {
 		t.Fatalf("edited decision %+v: want rule 1 and a generation other than %s", d2, d.PolicyGeneration)
 	}
-	rec := `{"time":"2026-12-01T10:00:00Z","start":"2026-12-01T10:00:00Z","id":"r1","kind":"connect","client":{"ip":"10.0.0.7","namespace":"llm-prod","pod":"p-0"},"host":"models.example.com","port":443,"verdict":"allow","would_deny":false,"reason":"allowed","policy":"llm-prod/llm","rule":0,"rule_name":"models","policy_generation":"` + d.PolicyGeneration + `","bytes_sent":1,"bytes_received":1,"duration_ms":1}`
+	rec := `{"time":"2026-12-01T10:00:00Z","start":"2026-12-01T10:00:00Z","id":"r1","kind":"connect","client":{"ip":"127.0.0.7","namespace":"llm-prod","pod":"p-0"},"host":"models.example.com","port":443,"verdict":"allow","would_deny":false,"reason":"allowed","policy":"llm-prod/llm","rule":0,"rule_name":"models","policy_generation":"` + d.PolicyGeneration + `","bytes_sent":1,"bytes_received":1,"duration_ms":1}`
 	in := []auditlog.Input{{Name: "audit.log", Open: func() (io.ReadCloser, error) {
 		return io.NopCloser(strings.NewReader(strings.Repeat(rec+"\n", 4))), nil
 	}}}
