@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/transparency-dev/merkle/compact"
-	"github.com/transparency-dev/merkle/rfc6962"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -27,12 +26,6 @@ const (
 	TriggerRotation = "rotation" // the audit file was rotated or reopened
 	TriggerExit     = "exit"     // the process exits, after the drain; the note is final
 )
-
-// hasher is RFC 6962's SHA-256 tree hasher.
-var hasher = rfc6962.DefaultHasher
-
-// rangeFactory makes compact ranges hashed as RFC 6962 trees.
-var rangeFactory = &compact.RangeFactory{Hash: hasher.HashChildren}
 
 // Config configures a Log.
 type Config struct {
@@ -58,6 +51,7 @@ type Log struct {
 	cfg    Config
 	id     string
 	tail   []byte // `,"log":"ID","seq":`
+	h      *treeHasher
 	tree   *compact.Range
 	prev   [32]byte // the leaf hash of the last record sealed
 	signed uint64   // the size of the last checkpoint
@@ -88,7 +82,8 @@ func New(cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("evidence: log id: %w", err)
 	}
 	id := cfg.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:])
-	l := &Log{cfg: cfg, id: id, tree: rangeFactory.NewEmptyRange(0)}
+	h := newTreeHasher()
+	l := &Log{cfg: cfg, id: id, h: h, tree: (&compact.RangeFactory{Hash: h.children}).NewEmptyRange(0)}
 	l.tail = append(append([]byte(`,"log":"`), id...), `","seq":`...)
 	return l, nil
 }
@@ -122,10 +117,10 @@ func (l *Log) Seal(line []byte) []byte {
 		line = append(line, '"')
 	}
 	line = append(line, '}')
-	h := hasher.HashLeaf(line)
-	copy(l.prev[:], h)
-	// Append fails only for a hash of the wrong size, which HashLeaf never gives.
-	_ = l.tree.Append(h, nil)
+	l.h.leaf(&l.prev, line)
+	// Append fails only for a hash of the wrong size, which leaf never
+	// gives. The range keeps the hash: a copy of prev, from the arena.
+	_ = l.tree.Append(l.h.keep(l.prev[:]), nil)
 	return line
 }
 
