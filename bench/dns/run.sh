@@ -18,6 +18,7 @@ CLIENTS=${CLIENTS:-4}      # dnsperf -c
 OUTSTANDING=${OUTSTANDING:-100}
 PROFILE=${PROFILE:-}       # when set, egressd's CPU profile of the whole run goes there
 TTL0=${TTL0:-1}            # also measure an upstream answering with TTL 0 (every query a miss)
+SIGNED=${SIGNED:-0}        # also run egressd with a signing key (issue 26's A/B: every record a leaf)
 
 work=$(mktemp -d)
 pids=()
@@ -51,6 +52,13 @@ GODEBUG=$godebug "$work/egressd" -addr 127.0.0.1:5391 -upstream "$UP" -audit "$w
 pid_of[5391]=$!
 dnsmasq_on 5392 5390
 servers=("egressd 5391" "dnsmasq 5392")
+if [[ "$SIGNED" == 1 ]]; then
+	go run ./cmd/egressd keygen --name bench --out "$work/keys" >/dev/null
+	GODEBUG=$godebug "$work/egressd" -addr 127.0.0.1:5397 -upstream "$UP" -audit "$work/audit-signed.jsonl" \
+		-signing-key "$work/keys/bench.key" 2>"$work/egressd-signed.log" & pids+=($!)
+	pid_of[5397]=$!
+	servers+=("egressd-signed 5397")
+fi
 if [[ -x .tools/coredns ]]; then
 	printf '.:5393 {\n  bind 127.0.0.1\n  cache\n  forward . %s\n}\n' "$UP" >"$work/Corefile"
 	.tools/coredns -conf "$work/Corefile" -quiet >"$work/coredns.log" 2>&1 & pids+=($!)
@@ -107,8 +115,10 @@ done
 echo "warm cache, queries per second (dnsperf -c $CLIENTS -q $OUTSTANDING, ${DURATION}s per server and round):"
 minratio=
 for r in $(seq "$ROUNDS"); do
-	order=("${servers[@]}")
-	((r % 2 == 0)) && order=("${servers[1]}" "${servers[0]}" "${servers[@]:2}")
+	# Each round starts one server later than the round before: no server
+	# is always first, or always right after another.
+	k=$(((r - 1) % ${#servers[@]}))
+	order=("${servers[@]:k}" "${servers[@]:0:k}")
 	declare -A qps=() cpu=() own=()
 	line="round $r:"
 	for s in "${order[@]}"; do
@@ -119,6 +129,9 @@ for r in $(seq "$ROUNDS"); do
 		line+=" ${s% *} ${qps[${s% *}]} (${cpu[${s% *}]} µs CPU/query, dnsperf ${own[${s% *}]})"
 	done
 	ratio=$(awk -v a="${qps[egressd]%%(*}" -v b="${qps[dnsmasq]%%(*}" 'BEGIN { printf "%.2f", a / b }')
+	if [[ "$SIGNED" == 1 ]]; then
+		line+="  egressd-signed/egressd $(awk -v a="${qps[egressd-signed]%%(*}" -v b="${qps[egressd]%%(*}" 'BEGIN { printf "%.3f", a / b }')"
+	fi
 	echo "$line  egressd/dnsmasq $ratio"
 	minratio=$(awk -v m="$minratio" -v r="$ratio" 'BEGIN { if (m == "" || r < m) print r; else print m }')
 done

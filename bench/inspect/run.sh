@@ -31,7 +31,7 @@ if [[ -n ${QUICK:-} ]]; then
   H2_ARGS="-thr-bytes 268435456 -thr-runs 1 -dur 2s -max 4000 $H2_ARGS"
 fi
 for p in $PEERS $H2_PEERS; do
-  case $p in squid|egressd|goproxy) ;; *) echo "bench/inspect: unknown peer $p (squid, egressd, goproxy)" >&2; exit 2 ;; esac
+  case $p in squid|egressd|egressd-cred|goproxy) ;; *) echo "bench/inspect: unknown peer $p (squid, egressd, egressd-cred, goproxy)" >&2; exit 2 ;; esac
 done
 [[ " $H2_PEERS " == *" squid "* ]] && { echo "bench/inspect: squid 5.7 has no HTTP/2; H2_PEERS takes egressd, goproxy" >&2; exit 2; }
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}
@@ -167,6 +167,13 @@ spec:
       inspect: true
 POLICY
 "$repo/bin/egressd" check --inspect --policy "$OUT/conf/policy.yaml" >/dev/null
+# egressd-cred: the same rule with a credential (issue 28's A/B): egressd
+# sets `Authorization: Bearer <36 bytes>` on every request it forwards.
+sed 's/^      inspect: true$/      inspect: true\n      credential: {name: bench}/' "$OUT/conf/policy.yaml" >"$OUT/conf/policy-cred.yaml"
+grep -q 'credential: {name: bench}' "$OUT/conf/policy-cred.yaml" || { echo "bench/inspect: credential rule not written" >&2; exit 1; }
+mkdir -p "$OUT/conf/credentials"
+printf 'sk-bench-0123456789abcdef0123456789ab\n' >"$OUT/conf/credentials/bench"
+"$repo/bin/egressd" check --inspect --policy "$OUT/conf/policy-cred.yaml" --credentials-dir "$OUT/conf/credentials" >/dev/null
 
 start_proxy() { # start_proxy NAME: sets CUR (PID), ADDR
   case $1 in
@@ -176,8 +183,10 @@ start_proxy() { # start_proxy NAME: sets CUR (PID), ADDR
       chown -R proxy:proxy "$OUT/ssl_db" 2>/dev/null || true
       /usr/sbin/squid -N -f "$OUT/conf/squid.conf" >>"$LOGS/squid.stdout" 2>&1 &
       CUR=$!; ADDR=127.0.0.1:13128 ;;
-    egressd)
-      env GODEBUG=schedtrace=2147483647 "$repo/bin/egressd" run --policy "$OUT/conf/policy.yaml" \
+    egressd|egressd-cred)
+      local extra=(--policy "$OUT/conf/policy.yaml")
+      [[ $1 == egressd-cred ]] && extra=(--policy "$OUT/conf/policy-cred.yaml" --credentials-dir "$OUT/conf/credentials")
+      env GODEBUG=schedtrace=2147483647 "$repo/bin/egressd" run "${extra[@]}" \
         --pods "$repo/bench/peer/pods.yaml" --upstream-dns 127.0.0.1:15399 --proxy-addr 127.0.0.1:14000 \
         --dns-addr '' --metrics-addr '' --max-conns-per-client 20000 \
         --inspect-ca-cert "$CA" --inspect-ca-key "$KEY" --upstream-ca "$ORIGIN_CA" >>"$LOGS/egressd.stdout" 2>&1 &

@@ -19,6 +19,7 @@ import (
 
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/dnsserver"
+	"github.com/egressd/egressd/evidence"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/internal/testutil"
@@ -52,6 +53,9 @@ func run() error {
 	// The rate limit runs (its cost is measured) but never refuses: dnsperf
 	// is one client asking far more than a pod may.
 	rate := flag.Float64("dns-rate", 1e9, "queries per second per client (dnsserver.Config.QueryRate)")
+	// Issue 26's A/B: the same server with every record a leaf of a signed
+	// log (egressd run's --audit-signing-key; checkpoints every 10 s).
+	signingKey := flag.String("signing-key", "", "signer key (egressd keygen): records become a verifiable log")
 	flag.Parse()
 	if *cpuprofile != "" {
 		pf, err := os.Create(*cpuprofile)
@@ -81,7 +85,17 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	auditLog := audit.New(audit.Config{Writers: []io.Writer{af}, Metrics: m})
+	acfg := audit.Config{Writers: []io.Writer{af}, Metrics: m}
+	if *signingKey != "" {
+		signer, err := evidence.LoadSigner(*signingKey)
+		if err != nil {
+			return err
+		}
+		if acfg.Evidence, err = evidence.New(evidence.Config{Signer: signer, Namespace: "bench"}); err != nil {
+			return err
+		}
+	}
+	auditLog := audit.New(acfg)
 	defer auditLog.Close()
 	srv, err := dnsserver.New(dnsserver.Config{
 		Addr:      *addr,
