@@ -19,6 +19,7 @@ OUTSTANDING=${OUTSTANDING:-100}
 PROFILE=${PROFILE:-}       # when set, egressd's CPU profile of the whole run goes there
 TTL0=${TTL0:-1}            # also measure an upstream answering with TTL 0 (every query a miss)
 SIGNED=${SIGNED:-0}        # also run egressd with a signing key (issue 26's A/B: every record a leaf)
+EXTRA_EGRESSD=${EXTRA_EGRESSD:-} # "NAME BIN": another build of bench/dns/egressd beside this one (a before/after A/B)
 
 work=$(mktemp -d)
 pids=()
@@ -58,6 +59,12 @@ if [[ "$SIGNED" == 1 ]]; then
 		-signing-key "$work/keys/bench.key" 2>"$work/egressd-signed.log" & pids+=($!)
 	pid_of[5397]=$!
 	servers+=("egressd-signed 5397")
+fi
+if [[ -n "$EXTRA_EGRESSD" ]]; then
+	read -r xname xbin <<<"$EXTRA_EGRESSD"
+	GODEBUG=$godebug "$xbin" -addr 127.0.0.1:5398 -upstream "$UP" -audit "$work/audit-$xname.jsonl" 2>"$work/$xname.log" & pids+=($!)
+	pid_of[5398]=$!
+	servers+=("$xname 5398")
 fi
 if [[ -x .tools/coredns ]]; then
 	printf '.:5393 {\n  bind 127.0.0.1\n  cache\n  forward . %s\n}\n' "$UP" >"$work/Corefile"
@@ -131,6 +138,9 @@ for r in $(seq "$ROUNDS"); do
 	ratio=$(awk -v a="${qps[egressd]%%(*}" -v b="${qps[dnsmasq]%%(*}" 'BEGIN { printf "%.2f", a / b }')
 	if [[ "$SIGNED" == 1 ]]; then
 		line+="  egressd-signed/egressd $(awk -v a="${qps[egressd-signed]%%(*}" -v b="${qps[egressd]%%(*}" 'BEGIN { printf "%.3f", a / b }')"
+	fi
+	if [[ -n "$EXTRA_EGRESSD" ]]; then
+		line+="  egressd/$xname $(awk -v a="${qps[egressd]%%(*}" -v b="${qps[$xname]%%(*}" 'BEGIN { printf "%.3f", a / b }')"
 	fi
 	echo "$line  egressd/dnsmasq $ratio"
 	minratio=$(awk -v m="$minratio" -v r="$ratio" 'BEGIN { if (m == "" || r < m) print r; else print m }')
