@@ -21,12 +21,13 @@ const arenaSize = 128 * sha256.Size
 
 // treeHasher computes the same RFC 6962 hashes as hasher (SHA-256 with the
 // leaf prefix 0x00 and the node prefix 0x01, from crypto/sha256; held
-// equal by TestTreeHasherIsRFC6962) for one Log's writer side, without
-// hasher's allocations per call: one digest reused, the leaf hash into the
+// equal by TestTreeHasherIsRFC6962) for one Log (the writer) or one
+// Verifier, without hasher's allocations per call: one digest reused, the leaf hash into the
 // caller's array, interior nodes carved from an arena (a compact range
 // keeps at most 64 of them alive, so at most 64 arenas stay reachable).
 // The A/B is bench/evidence.md's BenchmarkSeal. Not safe for concurrent
-// use: the Log's caller serializes Seal and Checkpoint.
+// use: the Log's caller serializes Seal and Checkpoint, a Verifier is used
+// by one goroutine.
 type treeHasher struct {
 	d      hash.Hash
 	prefix [2]byte // rfc6962.RFC6962LeafHashPrefix, RFC6962NodeHashPrefix

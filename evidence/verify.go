@@ -159,11 +159,13 @@ type Verifier struct {
 	// OnLine, when set, is called for every record line with its log,
 	// seq and leaf hash (the prover's second pass).
 	onLeaf func(log string, seq uint64, h leaf, line []byte)
+	// h hashes the leaves and copies the ones a range keeps.
+	h *treeHasher
 }
 
 // NewVerifier returns a Verifier of checkpoints signed by key.
 func NewVerifier(key note.Verifier) *Verifier {
-	return &Verifier{key: key, logs: map[string]*logState{}}
+	return &Verifier{key: key, logs: map[string]*logState{}, h: newTreeHasher()}
 }
 
 func (v *Verifier) state(id string) *logState {
@@ -201,7 +203,8 @@ func (v *Verifier) Line(line []byte) {
 		return
 	}
 	if id, seq, prev, hasPrev, ok := parseTail(line); ok {
-		h := hashLeaf(line)
+		var h leaf
+		v.h.leaf(&h, line)
 		if v.onLeaf != nil {
 			v.onLeaf(string(id), seq, h, line)
 			return
@@ -250,12 +253,6 @@ func (v *Verifier) stateBytes(id []byte) *logState {
 		return v.last
 	}
 	return v.state(string(id))
-}
-
-func hashLeaf(line []byte) leaf {
-	var h leaf
-	copy(h[:], hasher.HashLeaf(line))
-	return h
 }
 
 // parseTail reads the members Seal appends: ,"log":"ID","seq":N[,"prev":"B64"]}
@@ -394,7 +391,10 @@ func (v *Verifier) fold(ls *logState, s *segment) {
 
 func (v *Verifier) foldN(ls *logState, s *segment, n int) {
 	for i := range n {
-		_ = s.cr.Append(s.tail[i][:], nil)
+		// The range keeps the slice it is given (as a node, until a
+		// later append merges it): a copy, never the tail's own array,
+		// which the copy below and merge overwrite.
+		_ = s.cr.Append(v.h.keep(s.tail[i][:]), nil)
 		if s.begin == 0 {
 			v.reach(ls)
 		}
