@@ -13,7 +13,8 @@ import (
 )
 
 // TestCredentials: credentials.secrets are one projected volume mounted
-// into egressd's container only and passed as --credentials-dir; no Role
+// into egressd's container only and passed as --credentials-dir, each
+// Secret optional; no Role
 // or ClusterRole of the chart reads Secrets for them (issue 28).
 func TestCredentials(t *testing.T) {
 	values := filepath.Join(t.TempDir(), "creds.yaml")
@@ -36,6 +37,13 @@ func TestCredentials(t *testing.T) {
 	if vol == nil || vol.Projected == nil || len(vol.Projected.Sources) != 2 ||
 		vol.Projected.Sources[0].Secret.Name != "llm-keys" || vol.Projected.Sources[1].Secret.Name != "more-keys" {
 		t.Fatalf("credentials volume %+v; want a projected volume of both Secrets", vol)
+	}
+	// A missing Secret must not keep egressd (and the namespace's egress)
+	// from starting: its credentials are unavailable instead.
+	for _, src := range vol.Projected.Sources {
+		if o := src.Secret.Optional; o == nil || !*o {
+			t.Errorf("credential Secret %s is not optional: a missing one would keep egressd from starting", src.Secret.Name)
+		}
 	}
 	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
 		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "credentials" && m.ReadOnly })
