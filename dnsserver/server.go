@@ -162,6 +162,9 @@ type Server struct {
 	cfg     Config
 	admit   *admit.Pipeline  // identify, audit availability, the name
 	cluster *resolver.Client // nil without ClusterDNS
+	// served is the cache as pods are served from it: servedOf once per
+	// cache entry and second (resolver.View).
+	served *resolver.View[*served]
 
 	counters *metrics.Children[counterKey, counters] // record.go
 	conns    *limit.Conns                            // TCP connections per client
@@ -218,7 +221,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	cfg.AdvertiseIP = cfg.AdvertiseIP.Unmap()
-	s := &Server{cfg: cfg, counters: newCounters(cfg.Metrics), conns: limit.NewConns(cfg.MaxConnsPerClient)}
+	s := &Server{cfg: cfg, counters: newCounters(cfg.Metrics), conns: limit.NewConns(cfg.MaxConnsPerClient),
+		served: resolver.NewView(cfg.Resolver, servedOf)}
 	if cfg.QueryRate > 0 {
 		s.rate = limit.NewRate(cfg.QueryRate, cfg.QueryBurst, cfg.Now)
 	}
