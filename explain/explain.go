@@ -155,8 +155,11 @@ func Explain(ctx context.Context, o Options, in Input) (*Report, error) {
 	// The same pipeline as run's proxy and DNS server: for --kind dns the
 	// cluster domain, the cluster's reverse names (--private-cidr, as run
 	// passes them) and the search domains decide as the server does.
-	cfg := admit.Config{Policy: func() *policy.Snapshot { return in.Snapshot }, Identity: store, Guard: g, Mode: mode,
-		ClusterDomain: o.ClusterDomain, ClusterCIDRs: o.PrivateCIDRs, SearchDomains: o.SearchDomains}
+	cfg := admit.Config{
+		Inputs: admit.Inputs{Policy: func() *policy.Snapshot { return in.Snapshot }, Identity: store, Mode: mode},
+		Names:  admit.Names{ClusterDomain: o.ClusterDomain, ClusterCIDRs: o.PrivateCIDRs, SearchDomains: o.SearchDomains},
+		Guard:  g,
+	}
 	if o.Resolve {
 		cfg.Resolver = lookuper{&o}
 	}
