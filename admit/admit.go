@@ -18,39 +18,56 @@ type Lookuper interface {
 	LookupIP(ctx context.Context, host string) (resolver.Answer, error)
 }
 
+// Inputs are what every admission reads: the policy in force, the
+// identities, whether records can be written, the mode. The servers'
+// configs embed them (dnsserver.Config) and hand them on, so that each
+// field is declared and documented once.
+type Inputs struct {
+	// Policy returns the snapshot in force; called once per admission. A
+	// nil snapshot denies everything. Required.
+	Policy func() *policy.Snapshot
+	// Identity maps a source IP to its pod. Required.
+	Identity identity.Source
+	// AuditAvailable reports whether records can be written now
+	// ((*audit.Logger).Available under --audit-failure closed); while it
+	// is false admissions are refused (audit-unavailable). Nil means
+	// always available.
+	AuditAvailable func() bool
+	// Mode is the instance's --mode, enforce or audit; zero means
+	// enforce.
+	Mode policy.Mode
+}
+
+// Names place a DNS question's name (AnyPort, name.go): the cluster's
+// own names go to the cluster DNS, search-list expansions are answered
+// NXDOMAIN. dnsserver.Config embeds them.
+type Names struct {
+	// ClusterDomain is the cluster's DNS domain: a question under it is
+	// the cluster DNS's, decided by no rule. Zero means "cluster.local".
+	ClusterDomain string
+	// ClusterCIDRs are the cluster's address ranges (pods, services): the
+	// PTR name of an address in one of them (d.c.b.a.in-addr.arpa, 32
+	// nibbles under ip6.arpa) is the cluster DNS's. Every other reverse
+	// name is decided by the policy like any name. Empty means none. The
+	// CLI passes its --private-cidr ranges.
+	ClusterCIDRs []netip.Prefix
+	// SearchDomains are the search domains pods get from the node besides
+	// the cluster's own ("ec2.internal"): a question that is an allowed
+	// name with one of them appended is a search-list expansion. Empty
+	// means only the cluster's own are recognised.
+	SearchDomains []string
+}
+
 // Config configures a Pipeline. Policy, Identity and Guard are required
 // (Validate).
 type Config struct {
-	// Policy returns the snapshot in force; called once per admission. A
-	// nil snapshot denies everything.
-	Policy func() *policy.Snapshot
-	// Identity maps a source IP to its pod.
-	Identity identity.Source
+	Inputs
+	Names
 	// Resolver looks destination names up. Nil means no lookups: Route
 	// of a name fails with ErrNoResolver (explain without --resolve).
 	Resolver Lookuper
 	// Guard classifies every candidate address.
 	Guard *policy.Guard
-	// AuditAvailable reports whether records can be written now; while it
-	// is false admissions are refused (audit-unavailable). Nil means
-	// always available.
-	AuditAvailable func() bool
-	// Mode is the instance's --mode; zero means enforce.
-	Mode policy.Mode
-	// ClusterDomain is the cluster's DNS domain: a DNS question (AnyPort)
-	// under it is the cluster DNS's, decided by no rule. Zero means
-	// "cluster.local".
-	ClusterDomain string
-	// ClusterCIDRs are the cluster's address ranges: the PTR name of an
-	// address in one of them is the cluster DNS's (AnyPort). Every other
-	// reverse name is decided by the policy like any name. Empty means
-	// none.
-	ClusterCIDRs []netip.Prefix
-	// SearchDomains are the search domains pods get from the node besides
-	// the cluster's own ("ec2.internal"): a DNS question that is an
-	// allowed name with one of them appended is a search-list expansion
-	// (name.go). Empty means only the cluster's own are recognised.
-	SearchDomains []string
 }
 
 // Pipeline runs the admission steps. It is immutable and safe for

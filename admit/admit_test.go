@@ -51,16 +51,18 @@ func newTestPipeline(t *testing.T, mode policy.Mode, available bool) (*Pipeline,
 	c := &policy.Client{IP: netip.MustParseAddr("10.244.0.2"), Namespace: "shop", Pod: "web-0"}
 	ip := netip.MustParseAddr
 	p, err := New(Config{
-		Policy:   func() *policy.Snapshot { return snap },
-		Identity: staticIdentity{c.IP: c},
+		Inputs: Inputs{
+			Policy:         func() *policy.Snapshot { return snap },
+			Identity:       staticIdentity{c.IP: c},
+			AuditAvailable: func() bool { return available },
+			Mode:           mode,
+		},
 		Resolver: staticLookuper{
 			"api.example.test":   {Addrs: []netip.Addr{ip("169.254.169.254"), ip("169.254.1.1")}},
 			"mixed.example.test": {Addrs: []netip.Addr{ip("10.2.0.1"), ip("10.1.0.1")}},
 			"empty.example.test": {},
 		},
-		Guard:          policy.NewGuard(policy.GuardConfig{}),
-		AuditAvailable: func() bool { return available },
-		Mode:           mode,
+		Guard: policy.NewGuard(policy.GuardConfig{}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +175,7 @@ func TestRedecide(t *testing.T) {
 // TestConfigValidate: every missing or invalid input is named, once; New
 // refuses what Validate refuses.
 func TestConfigValidate(t *testing.T) {
-	ok := Config{Policy: func() *policy.Snapshot { return nil }, Identity: staticIdentity{}, Guard: policy.NewGuard(policy.GuardConfig{})}
+	ok := Config{Inputs: Inputs{Policy: func() *policy.Snapshot { return nil }, Identity: staticIdentity{}}, Guard: policy.NewGuard(policy.GuardConfig{})}
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)

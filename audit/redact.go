@@ -5,16 +5,6 @@ import (
 	"regexp"
 )
 
-// RedactURL returns u without userinfo, query string and fragment: signed
-// URLs carry their credential in the query, and that never goes into a log.
-func RedactURL(u *url.URL) string {
-	if u == nil {
-		return ""
-	}
-	c := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	return c.String()
-}
-
 // RedactPath returns the path of a request target without query or fragment.
 func RedactPath(u *url.URL) string {
 	if u == nil {

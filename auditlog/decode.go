@@ -49,8 +49,8 @@ const maxInterned = 1 << 17
 // slabSize is how many parts of one type a slab holds.
 const slabSize = 256
 
-// NewDecoder returns a Decoder that leaves the members named in skip (as
-// Members lists them: "dns" skips the whole object, "tls.version" one
+// NewDecoder returns a Decoder that leaves the members named in skip (by
+// their JSON paths: "dns" skips the whole object, "tls.version" one
 // member of it) at their zero value without decoding them. A name that is
 // no member is an error.
 func NewDecoder(skip ...string) (*Decoder, error) {
@@ -63,7 +63,7 @@ func NewDecoder(skip ...string) (*Decoder, error) {
 	for _, path := range skip {
 		m := recordPlan.find(path)
 		if m == nil {
-			return nil, fmt.Errorf("auditlog: skip %q: no member of record.Record (Members lists them)", path)
+			return nil, fmt.Errorf("auditlog: skip %q: no member of record.Record", path)
 		}
 		d.skip[m.id] = true
 	}

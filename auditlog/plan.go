@@ -116,27 +116,6 @@ func buildPlan() (*plan, []reflect.Type, int) {
 	return p, slabs, ids
 }
 
-// Members lists the JSON members of record.Record, nested ones as
-// "parent.child": the paths a skip list of NewDecoder may name.
-func Members() []string {
-	var out []string
-	var walk func(p *plan)
-	walk = func(p *plan) {
-		for _, m := range p.order {
-			out = append(out, m.path)
-			e := m
-			if e.op == opPtr {
-				e = e.elem
-			}
-			if e.op == opStruct {
-				walk(e.sub)
-			}
-		}
-	}
-	walk(recordPlan)
-	return out
-}
-
 // lookup returns the member named key. Members come in field order, with
 // the empty ones left out, so the members after prev are tried first and
 // the map only for a key out of order.

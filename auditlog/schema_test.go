@@ -3,7 +3,6 @@ package auditlog
 import (
 	"encoding/json"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,8 +117,10 @@ func TestDecoderSkip(t *testing.T) {
 			t.Errorf("NewDecoder(%q): no error", bad)
 		}
 	}
-	if m := Members(); !slices.Contains(m, "client.workload.kind") || !slices.Contains(m, "dns.answers") {
-		t.Errorf("Members() = %v", m)
+	for _, good := range []string{"client.workload.kind", "dns.answers", "dns", "tls.version"} {
+		if _, err := NewDecoder(good); err != nil {
+			t.Errorf("NewDecoder(%q): %v", good, err)
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 // stripped from the answer ("" when none was), and whether its CNAME chain
 // leads to a metadata name. Its slices are clipped, so an append never
 // writes into them: a cache hit's are shared, read-only, with every hit of
-// the same second (resolver.Resolver.Cached), and so are the answer's texts
+// the same second (resolver.View), and so are the answer's texts
 // for the audit record, computed here once instead of once a query.
 type served struct {
 	answer, ns []dns.RR
@@ -43,10 +43,6 @@ func servedOf(m *dns.Msg) *served {
 	sv.answers = slices.Clip(sv.answers)
 	return sv
 }
-
-// servedView is the view of resolver.Resolver.Cached: servedOf, once per
-// cache entry and second.
-func servedView(m *dns.Msg) any { return servedOf(m) }
 
 // answerTexts returns the record's texts of an answer: addresses, and the
 // data of other records; CNAME targets apart. answers is appended to.

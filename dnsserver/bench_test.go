@@ -67,18 +67,8 @@ func BenchmarkHandleDenied(b *testing.B) {
 // ns/op per query, queries/s and cpu-ns/op (the process's CPU per query,
 // clients included: the figure to compare on a shared machine).
 //
-// Figures (issue 16; 2 cores shared with other engineers' builds, load
-// 5–6, so the wall clock is noisy and cpu-ns/op is the figure), six runs
-// of 50,000 queries each:
-//
-//	go test -run '^$' -bench 'BenchmarkUDPServer$' -count 6 -benchtime 50000x ./dnsserver
-//
-//	        cpu-ns/op      queries/s        B/op  allocs/op
-//	miekg   20,391–34,761  17,897–34,755   2,505  27
-//	own      8,180–12,902  46,035–86,919     300  11
-//
-// The own server wins beyond the spread (worst own run below the best
-// miekg run, 2–4× the queries/s), so udp.go stays.
+// The own server wins beyond the spread, so udp.go stays: figures and
+// method in bench/dns/udp-server-ab.md.
 func BenchmarkUDPServer(b *testing.B) {
 	for _, impl := range []string{"miekg", "own"} {
 		b.Run(impl, func(b *testing.B) {

@@ -16,7 +16,7 @@
 // udp.go's batch readers (recvmmsg/sendmmsg). docs/architecture.md ("DNS
 // server") explains each step and the UDP design.
 //
-// It imports admit, resolver, policy, identity, audit, record, limit and
+// It imports admit, resolver, policy, audit, record, limit and
 // metrics; it must not import proxy, kube or cmd, and nothing but cmd
 // imports it (the proxy links resolver only).
 package dnsserver

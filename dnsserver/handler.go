@@ -17,58 +17,6 @@ import (
 	"github.com/egressd/egressd/resolver"
 )
 
-// query is one query in progress: what the handler learned so far, turned
-// into the answer and the audit record at the end.
-type query struct {
-	start  time.Time
-	src    netip.Addr
-	req    *dns.Msg
-	udp    bool
-	client *policy.Client
-	q      dns.Question
-	host   string // qname lower case, without the trailing dot
-	rec    record.Record
-	dec    policy.Decision
-	ede    *dns.EDNS0_EDE
-	res    *resolver.Result // the upstream answer, when one was asked
-	sv     *served          // what the answer was made of (forward)
-	err    error
-	// refused marks an answer to a query over the rate limit: no record
-	// of its own (the client's summary counts it), never larger than the
-	// query.
-	refused bool
-	// detach, when set, is called once before the query may wait on the
-	// network (see udp.go); detached says it was. A detached query's
-	// record waits in unrecorded until its answer is sent (recordNow):
-	// the client of a cache miss does not wait for the record.
-	detach     func()
-	detached   bool
-	unrecorded *dns.Msg
-	// sendFirst asks finish to leave the record in unrecorded as for a
-	// detached query: the UDP reader writes it after the batch's answers
-	// left (udp.go), so that no client waits for its record.
-	sendFirst bool
-
-	// Room for the answer and its audit record, so that a UDP reader,
-	// which reuses its query, allocates none of it (the answer is packed
-	// before the next query).
-	msg     dns.Msg
-	qs      [1]dns.Question
-	extra   [1]dns.RR
-	opt     dns.OPT
-	options [1]dns.EDNS0
-	edeVal  dns.EDNS0_EDE
-	dnsRec  record.DNS
-	answers [4]string
-	hit     resolver.Result // a cache hit's
-}
-
-// setEDE sets the Extended DNS Error of the answer (RFC 8914).
-func (qr *query) setEDE(code uint16, text string) {
-	qr.edeVal = dns.EDNS0_EDE{InfoCode: code, ExtraText: text}
-	qr.ede = &qr.edeVal
-}
-
 // handle answers one query from src; nil means send nothing. It is the
 // whole per-query flow (doc.go) and the target of FuzzHandler.
 func (s *Server) handle(ctx context.Context, src netip.Addr, req *dns.Msg, udp bool) *dns.Msg {
@@ -76,7 +24,7 @@ func (s *Server) handle(ctx context.Context, src netip.Addr, req *dns.Msg, udp b
 }
 
 // serveQuery is handle with the query state provided by the caller (the
-// UDP readers reuse theirs); qr is empty but for detach.
+// UDP readers reuse theirs); qr is empty but for detach (query).
 func (s *Server) serveQuery(ctx context.Context, qr *query, src netip.Addr, req *dns.Msg, udp bool) *dns.Msg {
 	if req == nil || req.Response {
 		return nil
@@ -89,8 +37,25 @@ func (s *Server) serveQuery(ctx context.Context, qr *query, src netip.Addr, req 
 		qr.rec.Host = qr.host
 		qr.rec.QType = typeString(qr.q.Qtype)
 	}
-	resp := s.answer(ctx, qr)
-	return s.finish(qr, resp)
+	if !s.rate.Allow(qr.src) {
+		return s.overRate(qr)
+	}
+	return s.finish(qr, s.answer(ctx, qr))
+}
+
+// overRate answers a query over its client's rate, known or not: REFUSED,
+// no larger than the query, and counted in the client's summary of this
+// second (no record of its own), so that a flood neither costs an
+// upstream query nor writes a record per query.
+func (s *Server) overRate(qr *query) *dns.Msg {
+	qr.dec = policy.Denied(policy.ReasonRateLimited)
+	resp := s.bound(qr, s.reply(qr, dns.RcodeRefused))
+	if qr.udp {
+		noLargerThanQuery(resp, qr.req)
+	}
+	s.refuse(qr.src, overRate)
+	qr.recorded()
+	return resp
 }
 
 // slow is called before qr may wait on the network: it lets a UDP reader
@@ -98,30 +63,13 @@ func (s *Server) serveQuery(ctx context.Context, qr *query, src netip.Addr, req 
 // the query's start. What never leaves the process (identity, policy, a
 // cache hit, audit) needs neither.
 func (s *Server) slow(ctx context.Context, qr *query) (context.Context, context.CancelFunc) {
-	s.detach(qr)
+	qr.detachOnce()
 	return context.WithDeadline(ctx, qr.start.Add(s.cfg.QueryTimeout))
 }
 
-// detach lets a UDP reader hand its socket on (udp.go) before qr may wait.
-func (s *Server) detach(qr *query) { qr.detachOnce() }
-
-// detachOnce calls qr.detach the first time only.
-func (qr *query) detachOnce() {
-	if qr.detach != nil {
-		qr.detach()
-		qr.detach, qr.detached = nil, true
-	}
-}
-
+// answer makes the answer to qr (nil: send nothing); finish bounds and
+// records it.
 func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
-	if !s.rate.Allow(qr.src) {
-		// Over the client's rate, known or not: REFUSED and counted in the
-		// client's summary of this second, so that a flood neither costs
-		// an upstream query nor writes a record per query.
-		qr.refused = true
-		qr.dec = policy.Denied(policy.ReasonRateLimited)
-		return s.reply(qr, dns.RcodeRefused)
-	}
 	// Identify, audit availability, the name: admit's steps, as for a
 	// CONNECT (admit.Request.AnyPort: a question is about any port).
 	qr.client = s.admit.Identify(qr.src)
@@ -172,7 +120,7 @@ func (s *Server) answer(ctx context.Context, qr *query) *dns.Msg {
 		// and NXDOMAIN sends the stub resolver on down its search list.
 		return s.reply(qr, dns.RcodeNameError)
 	case admit.AnswerUpstream:
-		return s.forward(ctx, qr)
+		return s.answerFromCache(ctx, qr)
 	default:
 		return s.blocked(qr)
 	}
@@ -186,8 +134,9 @@ func (s *Server) blocked(qr *query) *dns.Msg {
 	return s.reply(qr, dns.RcodeNameError)
 }
 
-// forward answers an allowed name from the shared cache.
-func (s *Server) forward(ctx context.Context, qr *query) *dns.Msg {
+// answerFromCache answers an allowed name from the shared cache (asking
+// the upstreams on a miss).
+func (s *Server) answerFromCache(ctx context.Context, qr *query) *dns.Msg {
 	switch qr.q.Qtype {
 	case dns.TypeANY:
 		// RFC 8482 §4.2: answer ANY with one synthesized HINFO instead of
@@ -211,19 +160,13 @@ func (s *Server) forward(ctx context.Context, qr *query) *dns.Msg {
 		}
 	}
 	var sv *served
-	var v any
 	var ok bool
-	qr.hit, v, ok = s.cfg.Resolver.Cached(qr.q.Name, qr.q.Qtype, servedView)
+	qr.hit, sv, ok = s.served.Cached(qr.q.Name, qr.q.Qtype)
 	res := &qr.hit
-	if ok {
-		sv = v.(*served)
-	} else {
+	if !ok {
 		// No deadline of our own: the resolver bounds a miss (two tries
-		// per upstream), and on a context that cannot end it runs the
-		// exchange in this goroutine instead of handing it to another and
-		// waiting (resolver's flightGroup): two thread wake-ups fewer on
-		// a miss's latency. The UDP reader hands its socket on once the
-		// question has left (WithBeforeWait), while the upstream works.
+		// per upstream). The UDP reader hands its socket on before this
+		// query waits (WithBeforeWait), while the upstream works.
 		qctx := context.WithoutCancel(ctx)
 		if qr.detach != nil {
 			qctx = resolver.WithBeforeWait(qctx, qr.detachOnce)
@@ -349,9 +292,22 @@ func (s *Server) reply(qr *query, rcode int) *dns.Msg {
 	return resp
 }
 
-// finish bounds the answer's size, adds EDNS, writes the audit record and
-// counts the query.
+// finish bounds the answer and writes its audit record, or leaves the
+// record for after the answer was sent (query.answered).
 func (s *Server) finish(qr *query, resp *dns.Msg) *dns.Msg {
+	resp = s.bound(qr, resp)
+	if qr.udp && qr.client == nil {
+		noLargerThanQuery(resp, qr.req)
+	}
+	if qr.answered(resp) {
+		s.record(qr, resp)
+		qr.recorded()
+	}
+	return resp
+}
+
+// bound adds EDNS to the answer and bounds its size.
+func (s *Server) bound(qr *query, resp *dns.Msg) *dns.Msg {
 	size := dns.MaxMsgSize
 	if opt := qr.req.IsEdns0(); opt != nil {
 		o := &qr.opt
@@ -376,27 +332,15 @@ func (s *Server) finish(qr *query, resp *dns.Msg) *dns.Msg {
 	// RFC 1035 §4.2.1 / RFC 6891 §7: bounded answers; TC sends the client
 	// to TCP. This is also what keeps us from being an amplifier.
 	resp.Truncate(size)
-	if qr.udp && (qr.client == nil || qr.refused) {
-		noLargerThanQuery(resp, qr.req)
-	}
-	if qr.refused {
-		s.refuse(qr.src, overRate)
-		return resp
-	}
-	if qr.detached || qr.sendFirst {
-		qr.rec.Time = time.Now() // the answer's time
-		qr.unrecorded = resp     // recordNow, once it is sent
-		return resp
-	}
-	s.record(qr, resp)
 	return resp
 }
 
-// recordNow writes the record of a query whose answer was sent first.
+// recordNow writes the record of a query whose answer was sent first
+// (query.answered); it does nothing for any other.
 func (s *Server) recordNow(qr *query) {
-	if qr.unrecorded != nil {
-		s.record(qr, qr.unrecorded)
-		qr.unrecorded = nil
+	if resp := qr.unrecorded(); resp != nil {
+		s.record(qr, resp)
+		qr.recorded()
 	}
 }
 

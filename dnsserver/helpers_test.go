@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/dnstest"
@@ -187,8 +188,7 @@ func newFixture(t testing.TB, mutate func(*Config, *resolver.Config)) *fixture {
 	f.snapshot.Store(compilePolicy(t))
 	rcfg := resolver.Config{Upstreams: []string{f.up.Addr}, Metrics: f.metrics, Now: f.clock.Now}
 	scfg := Config{
-		Policy:     f.snapshot.Load,
-		Identity:   testPods(),
+		Inputs:     admit.Inputs{Policy: f.snapshot.Load, Identity: testPods()},
 		Audit:      audit.New(audit.Config{Writers: []io.Writer{f.audit}, Metrics: f.metrics}),
 		Metrics:    f.metrics,
 		ClusterDNS: []string{f.cluster.Addr},

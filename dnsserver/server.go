@@ -14,7 +14,6 @@ import (
 
 	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
-	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
@@ -28,38 +27,28 @@ type Config struct {
 	Addr string
 	// Resolver answers allowed names; required.
 	Resolver *resolver.Resolver
-	// Policy returns the snapshot in force; required. A nil snapshot denies
-	// every name.
-	Policy func() *policy.Snapshot
-	// Identity maps a query's source IP to its pod; required.
-	Identity identity.Source
+	// Inputs are the admission's: Policy and Identity required, Mode
+	// enforce or audit (zero: enforce), AuditAvailable (--audit-failure
+	// closed: while it returns false, queries are answered REFUSED with
+	// reason audit-unavailable and still recorded; nil: always).
+	admit.Inputs
+	// Names place a question's name: ClusterDomain (zero:
+	// "cluster.local"), ClusterCIDRs (the PTR names that go to ClusterDNS;
+	// the CLI passes its --private-cidr ranges), SearchDomains (the
+	// node's, besides the cluster's own; the CLI passes
+	// resolver.SearchFromResolvConf). See doc.go.
+	admit.Names
 	// Audit receives one record per query; required.
 	Audit *audit.Logger
 	// Metrics is required.
 	Metrics *metrics.Metrics
 	// Logger receives failures at debug level. Nil means discard.
 	Logger *slog.Logger
-	// Mode is enforce or audit. Zero means enforce.
-	Mode policy.Mode
-	// ClusterDomain is the cluster's DNS domain. Zero means "cluster.local".
-	ClusterDomain string
 	// ClusterDNS are the cluster's DNS servers (kube-dns), "IP[:port]",
 	// asked for names under ClusterDomain and the PTR names of addresses in
 	// ClusterCIDRs. Empty means such names are answered NXDOMAIN (no
 	// cluster: a laptop run).
 	ClusterDNS []string
-	// ClusterCIDRs are the cluster's address ranges (pods, services): the
-	// PTR name of an address in one of them (d.c.b.a.in-addr.arpa, 32
-	// nibbles under ip6.arpa) goes to ClusterDNS. Every other reverse name
-	// is decided by the policy like any name. Empty means no reverse name
-	// goes to ClusterDNS. The CLI passes its --private-cidr ranges.
-	ClusterCIDRs []netip.Prefix
-	// SearchDomains are the search domains pods get from the node besides
-	// the cluster's own (for example "ec2.internal"), used to recognise
-	// search-list expansions of allowed names; see doc.go. Empty means only
-	// the cluster's own search domains are recognised. The CLI passes
-	// resolver.SearchFromResolvConf: a pod's node-level search list is egressd's own.
-	SearchDomains []string
 	// AdvertiseIP, when valid, turns on transparent mode: an allowed name
 	// that exists upstream is answered (A) with this address, so
 	// proxy-unaware clients land on the transparent listeners. Zero means
@@ -94,11 +83,6 @@ type Config struct {
 	// QueryBurst is how many queries above QueryRate one source IP may
 	// send at once (--dns-burst). Zero means twice QueryRate.
 	QueryBurst int
-	// AuditAvailable reports whether audit records can be written now
-	// (--audit-failure closed): while it returns false, queries are
-	// answered REFUSED with reason audit-unavailable (and still recorded,
-	// for when the sink recovers). Nil means always available.
-	AuditAvailable func() bool
 	// Now is the clock of the rate limit. Nil means time.Now.
 	Now func() time.Time
 }
@@ -162,6 +146,9 @@ type Server struct {
 	cfg     Config
 	admit   *admit.Pipeline  // identify, audit availability, the name
 	cluster *resolver.Client // nil without ClusterDNS
+	// served is the cache as pods are served from it: servedOf once per
+	// cache entry and second (resolver.View).
+	served *resolver.View[*served]
 
 	counters *metrics.Children[counterKey, counters] // record.go
 	conns    *limit.Conns                            // TCP connections per client
@@ -218,7 +205,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	cfg.AdvertiseIP = cfg.AdvertiseIP.Unmap()
-	s := &Server{cfg: cfg, counters: newCounters(cfg.Metrics), conns: limit.NewConns(cfg.MaxConnsPerClient)}
+	s := &Server{cfg: cfg, counters: newCounters(cfg.Metrics), conns: limit.NewConns(cfg.MaxConnsPerClient),
+		served: resolver.NewView(cfg.Resolver, servedOf)}
 	if cfg.QueryRate > 0 {
 		s.rate = limit.NewRate(cfg.QueryRate, cfg.QueryBurst, cfg.Now)
 	}
@@ -226,9 +214,7 @@ func New(cfg Config) (*Server, error) {
 	// A question is decided by name alone: the guard classifies no
 	// address of it (the answer filter does, answer.go), but admit.Config
 	// requires one.
-	pipe, err := admit.New(admit.Config{Policy: cfg.Policy, Identity: cfg.Identity, Guard: policy.NewGuard(policy.GuardConfig{}),
-		AuditAvailable: cfg.AuditAvailable, Mode: cfg.Mode, ClusterDomain: cfg.ClusterDomain,
-		ClusterCIDRs: cfg.ClusterCIDRs, SearchDomains: cfg.SearchDomains})
+	pipe, err := admit.New(admit.Config{Inputs: cfg.Inputs, Names: cfg.Names, Guard: policy.NewGuard(policy.GuardConfig{})})
 	if err != nil {
 		return nil, err // Validate checked what admit.Config requires
 	}

@@ -180,7 +180,7 @@ type udpWorker struct {
 	replyOOB []byte    // the reply's control message for lastOOB
 	q        *udpQuery // the state of the next query; replaced when one detaches
 	// sent are the queries answered in this batch whose records wait for
-	// the flush: the answers leave first (query.sendFirst).
+	// the flush: the answers leave first (query.answered).
 	sent   []*udpQuery
 	hasTok bool // holds the read token (it moves with the worker)
 }
@@ -296,7 +296,7 @@ func (w *udpWorker) serve(m *ipv4.Message) bool {
 		w.add(req, m)
 		return false
 	}
-	q.qr = query{detach: q.detachFn, sendFirst: true}
+	q.qr = query{detach: q.detachFn}
 	q.w, q.m = w, m
 	u := w.u
 	resp := u.s.serveQuery(context.Background(), &q.qr, addrOf(m.Addr), req, true)
@@ -309,7 +309,7 @@ func (w *udpWorker) serve(m *ipv4.Message) bool {
 	if resp != nil {
 		w.add(resp, m)
 	}
-	if q.qr.unrecorded != nil {
+	if q.qr.stage == answered {
 		// Its record (and its answer's buffers) wait for the flush: the
 		// next query takes another state.
 		w.sent = append(w.sent, q)

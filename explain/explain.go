@@ -155,8 +155,11 @@ func Explain(ctx context.Context, o Options, in Input) (*Report, error) {
 	// The same pipeline as run's proxy and DNS server: for --kind dns the
 	// cluster domain, the cluster's reverse names (--private-cidr, as run
 	// passes them) and the search domains decide as the server does.
-	cfg := admit.Config{Policy: func() *policy.Snapshot { return in.Snapshot }, Identity: store, Guard: g, Mode: mode,
-		ClusterDomain: o.ClusterDomain, ClusterCIDRs: o.PrivateCIDRs, SearchDomains: o.SearchDomains}
+	cfg := admit.Config{
+		Inputs: admit.Inputs{Policy: func() *policy.Snapshot { return in.Snapshot }, Identity: store, Mode: mode},
+		Names:  admit.Names{ClusterDomain: o.ClusterDomain, ClusterCIDRs: o.PrivateCIDRs, SearchDomains: o.SearchDomains},
+		Guard:  g,
+	}
 	if o.Resolve {
 		cfg.Resolver = lookuper{&o}
 	}
@@ -281,7 +284,7 @@ func findClient(o *Options, pods []*corev1.Pod, identify func(netip.Addr) *polic
 		}
 		return nil, fmt.Sprintf("no pod %s", o.Pod)
 	}
-	ips := podAddrs(pods[i])
+	ips := identity.PodAddrs(pods[i])
 	if len(ips) == 0 {
 		return nil, fmt.Sprintf("pod %s has no IP (phase %s): its connections cannot come from it yet", o.Pod, phaseOf(pods[i]))
 	}
@@ -298,7 +301,7 @@ func findClient(o *Options, pods []*corev1.Pod, identify func(netip.Addr) *polic
 func whyUnknown(pods []*corev1.Pod, ip netip.Addr) string {
 	var live, dead []string
 	for _, p := range pods {
-		if !slices.Contains(podAddrs(p), ip) {
+		if !slices.Contains(identity.PodAddrs(p), ip) {
 			continue
 		}
 		// A store of this pod alone says whether run counts it.
@@ -321,20 +324,6 @@ func whyUnknown(pods []*corev1.Pod, ip netip.Addr) string {
 		return fmt.Sprintf("%s belongs to %s: only Running or Pending pods without hostNetwork are clients", ip, strings.Join(dead, ", "))
 	}
 	return fmt.Sprintf("no pod has the IP %s", ip)
-}
-
-func podAddrs(p *corev1.Pod) []netip.Addr {
-	var out []netip.Addr
-	add := func(s string) {
-		if a, err := netip.ParseAddr(s); err == nil && !slices.Contains(out, a.Unmap()) {
-			out = append(out, a.Unmap())
-		}
-	}
-	for _, ip := range p.Status.PodIPs {
-		add(ip.IP)
-	}
-	add(p.Status.PodIP)
-	return out
 }
 
 func phaseOf(p *corev1.Pod) string {

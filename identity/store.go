@@ -3,6 +3,7 @@ package identity
 import (
 	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,17 +70,7 @@ func (s *Store) Replace(pods []*corev1.Pod) int {
 		}
 		c := ClientFor(p)
 		idx.byName[podKey{p.Namespace, p.Name}] = c
-		seen := map[netip.Addr]bool{}
-		for _, pip := range podIPs(p) {
-			a, err := netip.ParseAddr(pip)
-			if err != nil {
-				continue
-			}
-			a = a.Unmap()
-			if seen[a] {
-				continue
-			}
-			seen[a] = true
+		for _, a := range PodAddrs(p) {
 			if prev, ok := idx.byIP[a]; ok {
 				if prev != nil {
 					idx.byIP[a] = nil
@@ -254,13 +245,20 @@ func live(p *corev1.Pod, now time.Time) bool {
 	return false
 }
 
-func podIPs(p *corev1.Pod) []string {
-	out := make([]string, 0, len(p.Status.PodIPs)+1)
+// PodAddrs are the addresses of p's status (podIPs, then podIP), parsed,
+// unmapped and each once; what cannot be parsed is left out. The store
+// indexes a live pod by them, and explain says why an address is nobody's
+// with them.
+func PodAddrs(p *corev1.Pod) []netip.Addr {
+	out := make([]netip.Addr, 0, len(p.Status.PodIPs)+1)
+	add := func(s string) {
+		if a, err := netip.ParseAddr(s); err == nil && !slices.Contains(out, a.Unmap()) {
+			out = append(out, a.Unmap())
+		}
+	}
 	for _, ip := range p.Status.PodIPs {
-		out = append(out, ip.IP)
+		add(ip.IP)
 	}
-	if p.Status.PodIP != "" {
-		out = append(out, p.Status.PodIP)
-	}
+	add(p.Status.PodIP)
 	return out
 }

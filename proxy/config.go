@@ -194,8 +194,8 @@ func (cfg Config) withDefaults() Config {
 
 // admitConfig is the part of cfg the admission pipeline takes.
 func (cfg Config) admitConfig() admit.Config {
-	return admit.Config{Policy: cfg.Policy, Identity: cfg.Identity, Resolver: cfg.Resolver,
-		Guard: cfg.Guard, AuditAvailable: cfg.AuditAvailable, Mode: cfg.Mode}
+	return admit.Config{Inputs: admit.Inputs{Policy: cfg.Policy, Identity: cfg.Identity,
+		AuditAvailable: cfg.AuditAvailable, Mode: cfg.Mode}, Resolver: cfg.Resolver, Guard: cfg.Guard}
 }
 
 // Validate reports every missing or invalid field.

@@ -8,8 +8,9 @@
 // an inspected tunnel).
 //
 // It imports admit (the admission pipeline), policy (decisions), identity,
-// audit, inspect (the inspection engine), internal/http1 (the HTTP/1
-// server), internal/metrics and resolver (the Answer type only). It must not
+// audit, record (the schema), inspect (the inspection engine),
+// internal/http1 (the HTTP/1 server), internal/limit (connections per
+// client), internal/metrics and resolver (the Answer type only). It must not
 // import kube, cmd, dnsserver, certs (tests and benchmarks only) or
 // client-go.
 //

@@ -1,6 +1,6 @@
 package report
 
-// Unread are the members of record.Record (auditlog.Members) that a report
+// Unread are the members of record.Record (as auditlog.NewDecoder's skip list names them) that a report
 // never shows: its reader leaves them undecoded, which saves their
 // strings and parts on every record. A member the schema gains is read
 // until it is named here; TestUnreadAreMembers fails on a name that is no

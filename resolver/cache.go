@@ -31,15 +31,16 @@ type entry struct {
 	// front of the LRU (cache.get).
 	promoted atomic.Uint64
 	// view is the answer with the TTLs of one second of the countdown,
-	// shared read-only by the DNS server's cache hits (sharedAnswer): a
+	// shared read-only by the DNS server's cache hits (View.Cached): a
 	// popular name is copied once a second instead of once a query.
 	view atomic.Pointer[entryView]
 }
 
 type entryView struct {
-	ttl  uint32
-	msg  *dns.Msg
-	view any // what the view function of Resolver.Cached made of msg
+	ttl   uint32
+	msg   *dns.Msg
+	owner any // the *View[V] that made val
+	val   any // a V: what owner's function made of msg
 }
 
 // cache is the one LRU of the process. The LRU bounds the entry count;
@@ -172,24 +173,6 @@ func answerFrom(e *entry, now time.Time, stale bool) *dns.Msg {
 	m.Answer = copyRRs(e.msg.Answer, ttl)
 	m.Ns = copyRRs(e.msg.Ns, ttl)
 	return m
-}
-
-// sharedAnswer is answerFrom for a fresh entry, without the copy, and what
-// view makes of it: the message, its records and the view are shared with
-// every other hit in the same second and must not be modified (see
-// Resolver.Cached).
-func sharedAnswer(e *entry, now time.Time, view func(*dns.Msg) any) (*dns.Msg, any) {
-	ttl := uint32(e.expires.Sub(now) / time.Second)
-	if v := e.view.Load(); v != nil && v.ttl == ttl {
-		return v.msg, v.view
-	}
-	m := answerFrom(e, now, false)
-	v := &entryView{ttl: ttl, msg: m}
-	if view != nil {
-		v.view = view(m)
-	}
-	e.view.Store(v)
-	return m, v.view
 }
 
 func copyRRs(rrs []dns.RR, ttl uint32) []dns.RR {

@@ -1,6 +1,6 @@
 // Package resolver owns name resolution: the upstream DNS client and the
 // one shared cache. The proxy calls Resolver.LookupIP; the DNS server
-// (package dnsserver) answers pods from Resolver.Cached and Resolver.Query
+// (package dnsserver) answers pods from a View's Cached and Resolver.Query
 // and asks the cluster DNS with its own Client.
 //
 // It imports policy (for metadata names) and metrics; it must not import
@@ -38,9 +38,9 @@
 // clamped to [MinTTL, MaxTTL]; negative answers (NXDOMAIN, NODATA) live for
 // min(SOA TTL, SOA MINIMUM) clamped to MaxNegativeTTL (RFC 2308 §5), and
 // are not cached without a SOA; TTL 0 is not cached. Concurrent identical
-// misses share one upstream query: in the first caller's goroutine when
-// its context cannot end, else in a parked goroutine so that a caller
-// whose context ends returns at once. WithBeforeWait lets a caller run
+// misses share one upstream query (golang.org/x/sync/singleflight), run
+// in its own goroutine so that a caller whose context ends returns at
+// once. WithBeforeWait lets a caller run
 // something once its question has left and before it waits (the DNS
 // server hands its UDP socket on). When all upstreams fail, an entry
 // expired less than StaleFor ago is served with TTL 30 and marked stale
@@ -49,9 +49,9 @@
 // or the failure without a packet upstream, so that a failing upstream is
 // not asked again by every retrying client, and a question it always
 // refuses (AAAA on some servers) costs one exchange a window, not one per
-// connection. Cached is a fresh hit only, sharing the entry's records
-// (copied once a second as the TTL counts down) and what the caller's view
-// function made of them in that second.
+// connection. View.Cached is a fresh hit only, sharing the entry's records
+// (copied once a second as the TTL counts down) and what the View's
+// function made of them in that second, typed (View[V]).
 //
 // LookupIP asks A and AAAA concurrently (one after the other, without a
 // goroutine, when AAAA is answered without an upstream), follows the CNAME chain (at most

@@ -24,12 +24,13 @@ type beforeWaitKey struct{}
 
 // WithBeforeWait returns a context carrying f, which Query, LookupIP and
 // Client.Exchange call before they first wait on the network or on
-// another caller's query to the same name: once the question has left for
-// the upstream, so that whatever f hands off overlaps the upstream's own
-// work. The DNS server hands its UDP socket on to another reader there.
-// f may be called more than once and must then do nothing; it is not
-// called at all when nothing waits (a cache hit, a failure before the
-// question left).
+// another caller's query to the same name: Client.Exchange once the
+// question has left for the upstream, Query once its question is on its
+// way in the flight's own goroutine (or it joined another caller's), so
+// that whatever f hands off overlaps the upstream's work. The DNS server
+// hands its UDP socket on to another reader there. f may be called more
+// than once and must then do nothing; it is not called when nothing waits
+// (a cache hit, a recent failure).
 func WithBeforeWait(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, beforeWaitKey{}, f)
 }
@@ -57,14 +58,10 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 		return res, err
 	}
 	r.cache.misses.Inc()
-	fctx := ctx
-	if ctx.Done() != nil {
-		// The fetch may run in another goroutine (flightGroup.do): the
-		// caller's before-wait func is the caller's to call, on its own
-		// wait.
-		fctx = context.WithValue(ctx, beforeWaitKey{}, (func())(nil))
-	}
-	res, _ := r.flights.do(ctx, k, func() fetchResult { return r.fetch(fctx, k) })
+	// The fetch runs in the flight's goroutine (flightGroup.do): the
+	// caller's before-wait func is the caller's to call, on its own wait.
+	fctx := context.WithValue(ctx, beforeWaitKey{}, (func())(nil))
+	res := r.flights.do(ctx, k, func() fetchResult { return r.fetch(fctx, k) })
 	if res.err != nil {
 		return nil, fmt.Errorf("query %s %s: %w", n, dns.TypeToString[qtype], res.err)
 	}
@@ -79,26 +76,48 @@ func (r *Resolver) Query(ctx context.Context, name string, qtype uint16) (*Resul
 	}, nil
 }
 
+// View is what one caller makes of cached answers (the DNS server: the
+// sections it hands to pods and the texts of its record), computed once
+// per cache entry and second of its countdown instead of once a query.
+// Each View keeps its own: two Views of one Resolver recompute rather than
+// share each other's.
+type View[V any] struct {
+	r    *Resolver
+	make func(*dns.Msg) V
+}
+
+// NewView returns the View of r whose values make computes from a fresh
+// entry's shared answer. make must not modify the message.
+func NewView[V any](r *Resolver, make func(*dns.Msg) V) *View[V] {
+	return &View[V]{r: r, make: make}
+}
+
 // Cached is Query for a fresh cache hit only, for the DNS server: false
 // means Query would have to ask (or wait for) an upstream. A hit is
 // counted; a miss is not (the Query that follows counts it). Unlike
 // Query's, the Msg and its records are shared with every other hit in the
-// same second of the entry's countdown and must not be modified. view is
-// called with that shared Msg once per entry and second, and what it
-// returns is handed to every hit of that second: what the server makes of
-// an answer (its stripped sections, its record) is computed once a second
-// per name instead of once a query. Every caller must pass the same view
-// function. A hit is not timed (Duration 0). name need not be valid: an
+// same second of the entry's countdown and must not be modified; so is
+// the value v's function made of that Msg, handed to every hit of that
+// second. A hit is not timed (Duration 0). name need not be valid: an
 // invalid name is never cached.
-func (r *Resolver) Cached(name string, qtype uint16, view func(*dns.Msg) any) (Result, any, bool) {
+func (v *View[V]) Cached(name string, qtype uint16) (Result, V, bool) {
+	r := v.r
 	now := r.cfg.Now()
 	e, fresh := r.cache.get(cacheKey{name: dns.Fqdn(LowerASCII(name)), qtype: qtype, qclass: dns.ClassINET}, now)
 	if !fresh {
-		return Result{}, nil, false
+		var zero V
+		return Result{}, zero, false
 	}
 	r.cache.hits.Inc()
-	m, v := sharedAnswer(e, now, view)
-	return Result{Msg: m, Cached: true, Upstream: e.upstream}, v, true
+	ev := e.view.Load()
+	ttl := uint32(e.expires.Sub(now) / time.Second)
+	if ev == nil || ev.ttl != ttl || ev.owner != v {
+		m := answerFrom(e, now, false)
+		ev = &entryView{ttl: ttl, msg: m, owner: v, val: v.make(m)}
+		e.view.Store(ev)
+	}
+	// ev.owner is v: ev.val was made by v.make, a V.
+	return Result{Msg: ev.msg, Cached: true, Upstream: e.upstream}, ev.val.(V), true
 }
 
 // queryNow is what Query answers without asking or waiting for an

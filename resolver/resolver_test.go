@@ -125,8 +125,8 @@ func TestCoalescing(t *testing.T) {
 	up := dnstest.NewUpstream(t)
 	release, arrived := up.Gate(2 * n)
 	r := newTestResolver(t, Config{Upstreams: []string{up.Addr}})
-	joined := make(chan struct{}, n)
-	r.flights.onJoin = func(cacheKey) { joined <- struct{}{} }
+	called := make(chan struct{}, n)
+	r.flights.onCall = func(cacheKey) { called <- struct{}{} }
 
 	var wg sync.WaitGroup
 	results := make([]*Result, n)
@@ -135,8 +135,8 @@ func TestCoalescing(t *testing.T) {
 		wg.Go(func() { results[i], errs[i] = r.Query(context.Background(), "models.test", dns.TypeA) })
 	}
 	<-arrived // the one query reached the upstream
-	for range n - 1 {
-		<-joined // and everybody else waits on it
+	for range n {
+		<-called // and everybody is in its flight (which cannot end before release)
 	}
 	release()
 	wg.Wait()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/dnsserver"
 	"github.com/egressd/egressd/internal/dnstest"
@@ -119,11 +120,12 @@ func startAgreeDNSServer(t *testing.T, mode policy.Mode, polFile, podsFile, upst
 	}
 	s := &agreeDNSServer{records: make(recordSink, 16)}
 	srv, err := dnsserver.New(dnsserver.Config{
-		Resolver: res, Policy: func() *policy.Snapshot { return snap }, Identity: store,
-		Audit:   audit.New(audit.Config{Writers: []io.Writer{s.records}, Metrics: m}),
-		Metrics: m, Mode: mode,
-		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix(agreeClusterCIDR)},
-		SearchDomains: []string{agreeSearch},
+		Inputs: admit.Inputs{Policy: func() *policy.Snapshot { return snap }, Identity: store, Mode: mode},
+		Names: admit.Names{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(agreeClusterCIDR)},
+			SearchDomains: []string{agreeSearch}},
+		Resolver: res,
+		Audit:    audit.New(audit.Config{Writers: []io.Writer{s.records}, Metrics: m}),
+		Metrics:  m,
 	})
 	if err != nil {
 		t.Fatal(err)

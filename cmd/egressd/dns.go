@@ -3,6 +3,7 @@ package main
 import (
 	"net/netip"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/dnsserver"
 	"github.com/egressd/egressd/policy"
@@ -16,10 +17,10 @@ func startDNS(o *runOptions, st *state, res *resolver.Resolver, auditLog *audit.
 		return nil, nil
 	}
 	cfg := dnsserver.Config{
-		Resolver: res, Policy: st.policy, Identity: st.pods, Audit: auditLog, Metrics: st.metrics,
-		Logger: st.log, Mode: policy.Mode(o.mode), ClusterDomain: o.clusterDomain, ClusterDNS: o.clusterDNS,
+		Inputs:   admit.Inputs{Policy: st.policy, Identity: st.pods, Mode: policy.Mode(o.mode), AuditAvailable: auditLog.Available},
+		Names:    admit.Names{ClusterDomain: o.clusterDomain},
+		Resolver: res, Audit: auditLog, Metrics: st.metrics, Logger: st.log, ClusterDNS: o.clusterDNS,
 		MaxConnsPerClient: o.maxConns, QueryRate: o.dnsRate, QueryBurst: o.dnsBurst,
-		AuditAvailable: auditLog.Available,
 	}
 	for _, c := range o.privateCIDRs {
 		// Reverse lookups (PTR) of the cluster's own ranges go to the

@@ -46,10 +46,6 @@ func main() {
 	os.Exit(code)
 }
 
-func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return dispatchIO(ctx, args, nil, stdout, stderr)
-}
-
 // dispatchIO runs a command; stdin is where report and suggest read "-"
 // (and no input argument) from.
 func dispatchIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/egressd/egressd/audit"
+	"github.com/egressd/egressd/dnsserver"
 	"github.com/egressd/egressd/evidence"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
@@ -25,6 +26,7 @@ import (
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy"
 	"github.com/egressd/egressd/resolver"
+	"github.com/egressd/egressd/webhook"
 )
 
 // listeners are the sockets of one run, opened before anything serves so
@@ -129,119 +131,178 @@ func localAddrs() []netip.Addr {
 	return out
 }
 
+// serve is `egressd run` once its flags are checked: setup opens,
+// validates and builds every part; run serves until ctx ends, then drains
+// and shuts down. What setup opened, close closes, in reverse order.
 func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logger) error {
-	reg := prometheus.NewRegistry()
-	m := metrics.New()
-	if err := m.Register(reg); err != nil {
+	d := &daemon{o: o, log: log}
+	defer d.close()
+	if err := d.setup(stdout); err != nil {
 		return err
 	}
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return d.run(ctx)
+}
 
-	st := &state{log: log, metrics: m, pods: identity.NewStore()}
-	ev, err := auditEvidence(o)
+// daemon is one run's parts, built by setup and served by run.
+type daemon struct {
+	o        *runOptions
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	m        *metrics.Metrics
+	st       *state
+	auditLog *audit.Logger
+	ls       listeners
+	res      *resolver.Resolver
+	px       *proxy.Proxy
+	// runCtx ends the watchers and controllers of g (cancel), after the
+	// servers were shut down.
+	runCtx  context.Context
+	cancel  context.CancelFunc
+	g       errgroup.Group
+	closers []func() // what close runs, last first
+}
+
+// onClose has close run f.
+func (d *daemon) onClose(f func()) { d.closers = append(d.closers, f) }
+
+// close closes what setup opened, in reverse order.
+func (d *daemon) close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+// setup opens, validates and builds: metrics, the audit log and its sinks,
+// the listeners, the resolver, the proxy, and the sources of identities
+// and policies, whose watchers run from here on (the servers start in run).
+func (d *daemon) setup(stdout io.Writer) error {
+	d.reg, d.m = prometheus.NewRegistry(), metrics.New()
+	if err := d.m.Register(d.reg); err != nil {
+		return err
+	}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.st = &state{log: d.log, metrics: d.m, pods: identity.NewStore()}
+	if err := d.openAudit(stdout); err != nil {
+		return err
+	}
+	d.onClose(d.ls.close)
+	if err := d.ls.open(d.o); err != nil {
+		return err
+	}
+	upstreams := []string(d.o.upstreamDNS)
+	if len(upstreams) == 0 {
+		var err error
+		if upstreams, err = resolver.UpstreamsFromResolvConf("/etc/resolv.conf"); err != nil {
+			return fmt.Errorf("--upstream-dns not given and /etc/resolv.conf unusable: %w", err)
+		}
+	}
+	o := d.o
+	res, err := resolver.New(resolver.Config{Upstreams: upstreams, Timeout: o.dnsTimeout, StaleFor: o.dnsStaleFor, FailureTTL: o.dnsFailureTTL, Metrics: d.m, Logger: d.log})
 	if err != nil {
 		return err
 	}
-	var auditLog *audit.Logger
-	writers, auditCloser, err := auditWriters(stdout, o, func() { _ = auditLog.Checkpoint(evidence.TriggerRotation) })
+	d.res = res
+	d.runCtx, d.cancel = context.WithCancel(context.Background())
+	d.onClose(d.cancel)
+	if err := d.buildProxy(); err != nil {
+		return err
+	}
+	return d.watchSources()
+}
+
+// openAudit opens the audit log with its sinks (files, exporter,
+// evidence) and reopens its file on SIGHUP.
+func (d *daemon) openAudit(stdout io.Writer) error {
+	ev, err := auditEvidence(d.o)
 	if err != nil {
 		return err
 	}
-	defer auditCloser.Close()
+	writers, auditCloser, err := auditWriters(stdout, d.o, func() { _ = d.auditLog.Checkpoint(evidence.TriggerRotation) })
+	if err != nil {
+		return err
+	}
+	d.onClose(func() { auditCloser.Close() })
 	// The exporter is one more sink of the audit logger: closed after it,
 	// so that it gets the logger's last records.
-	exporter, closeExport, err := startExport(o, reg, log)
+	exporter, closeExport, err := startExport(d.o, d.reg, d.log)
 	if err != nil {
 		return err
 	}
-	defer closeExport()
+	d.onClose(closeExport)
 	if exporter != nil {
 		writers = append(writers, exporter)
 	}
 	// Kubernetes Events on denied pods (--kube, --event-interval): the
 	// logger hands every record to st.recordEvent.
-	acfg := auditConfig(o, writers, m, log)
-	acfg.OnRecord = st.recordEvent
+	acfg := auditConfig(d.o, writers, d.m, d.log)
+	acfg.OnRecord = d.st.recordEvent
 	acfg.Evidence = ev
-	auditLog = audit.New(acfg)
-	st.checkpoint = auditLog.Latest
+	d.auditLog = audit.New(acfg)
+	d.st.checkpoint = d.auditLog.Latest
 	if ev != nil {
-		log.Info("audit records are signed", "log", ev.ID())
+		d.log.Info("audit records are signed", "log", ev.ID())
 	}
-	defer auditLog.Close() // runs before auditCloser: the file is still open
-	defer reopenOnHangup(auditLog, log)()
+	d.onClose(func() { d.auditLog.Close() }) // before auditCloser: the file is still open
+	d.onClose(reopenOnHangup(d.auditLog, d.log))
+	return nil
+}
 
-	var ls listeners
-	defer ls.close()
-	if err := ls.open(o); err != nil {
-		return err
-	}
-
+// buildProxy builds the proxy with its guard, inspection engine (and its
+// CA's watcher) and credentials (polled).
+func (d *daemon) buildProxy() error {
+	o := d.o
 	var extra []netip.Prefix
 	for _, c := range o.privateCIDRs {
 		extra = append(extra, netip.MustParsePrefix(c)) // validated
 	}
-	guard := policy.NewGuard(policy.GuardConfig{ExtraPrivate: extra, Self: ls.self(), SelfAddrs: localAddrs()})
-
-	upstreams := []string(o.upstreamDNS)
-	if len(upstreams) == 0 {
-		if upstreams, err = resolver.UpstreamsFromResolvConf("/etc/resolv.conf"); err != nil {
-			return fmt.Errorf("--upstream-dns not given and /etc/resolv.conf unusable: %w", err)
-		}
-	}
-	res, err := resolver.New(resolver.Config{Upstreams: upstreams, Timeout: o.dnsTimeout, StaleFor: o.dnsStaleFor, FailureTTL: o.dnsFailureTTL, Metrics: m, Logger: log})
-	if err != nil {
-		return err
-	}
-
-	runCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// The watchers and controllers; serve ends them (cancel) after the
-	// servers are shut down, then waits.
-	var g errgroup.Group
-
+	guard := policy.NewGuard(policy.GuardConfig{ExtraPrivate: extra, Self: d.ls.self(), SelfAddrs: localAddrs()})
 	pcfg := proxy.Config{
-		Policy: st.policy, Identity: st.pods, Resolver: res, Guard: guard, Audit: auditLog,
-		Metrics: m, Logger: log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
+		Policy: d.st.policy, Identity: d.st.pods, Resolver: d.res, Guard: guard, Audit: d.auditLog,
+		Metrics: d.m, Logger: d.log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
 		ResponseHeaderTimeout: o.responseTimeout,
 		AuditHTTPPath:         proxy.HTTPPath(o.auditHTTPPath),
-		AuditAvailable:        auditLog.Available, Interim: auditLog,
+		AuditAvailable:        d.auditLog.Available, Interim: d.auditLog,
 	}
 	// The engine applies the proxy's per-request limits inside inspected
 	// tunnels: they come from the one proxy.Config.
-	eng, leaves, err := inspectEngine(o, pcfg, m)
+	eng, leaves, err := inspectEngine(o, pcfg, d.m)
 	if err != nil {
 		return err
 	}
 	if leaves != nil {
-		cw := watchInspectCA(o, leaves, m, log, time.Now)
+		cw := watchInspectCA(o, leaves, d.m, d.log, time.Now)
 		cw.Poll() // the pair just loaded: the baseline
-		g.Go(func() error { cw.Run(runCtx); return nil })
+		d.g.Go(func() error { cw.Run(d.runCtx); return nil })
 	}
-	st.validate.InspectAvailable = eng != nil
+	d.st.validate.InspectAvailable = eng != nil
 	pcfg.Inspect = eng
-	creds, err := openCredentials(o, m, log)
+	creds, err := openCredentials(o, d.m, d.log)
 	if err != nil {
 		return err
 	}
 	if creds != nil {
 		pcfg.Credentials = creds
-		g.Go(func() error { pollCredentials(runCtx, creds, o.reloadEvery, m, log); return nil })
+		d.g.Go(func() error { pollCredentials(d.runCtx, creds, o.reloadEvery, d.m, d.log); return nil })
 	}
-
-	// The proxy first: every change of identities or policies below is
-	// applied to its open connections too (revocation).
+	// The proxy before the sources: every change of identities or
+	// policies is applied to its open connections too (revocation).
 	px, err := proxy.New(pcfg)
 	if err != nil {
 		return err
 	}
+	d.px = px
 	// Every identity change (pods file or pod informer) that can change a
 	// decision: open connections are decided again.
-	defer st.pods.Subscribe(px.Revalidate)()
+	d.onClose(d.st.pods.Subscribe(px.Revalidate))
+	return nil
+}
 
-	// Identities and policies: from files (polled) or from the API.
+// watchSources reads identities and policies, from files (polled) or from
+// the API, and keeps them current.
+func (d *daemon) watchSources() error {
+	o, st := d.o, d.st
 	if o.kube {
-		synced, err := startKube(runCtx, o, st, &g, px.Revalidate)
+		synced, err := startKube(d.runCtx, o, st, &d.g, d.px.Revalidate)
 		if err != nil {
 			return err
 		}
@@ -249,14 +310,28 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	} else {
 		pw := st.watchPods(o.pods, o.reloadEvery)
 		pw.Poll()
-		g.Go(func() error { pw.Run(runCtx); return nil })
+		d.g.Go(func() error { pw.Run(d.runCtx); return nil })
 	}
 	if len(o.policies) > 0 {
 		w := st.watchPolicies(o.policies, o.reloadEvery)
-		afterReload(w, px.Revalidate)
+		afterReload(w, d.px.Revalidate)
 		w.Poll()
-		g.Go(func() error { w.Run(runCtx); return nil })
+		d.g.Go(func() error { w.Run(d.runCtx); return nil })
 	}
+	return nil
+}
+
+// servers are what run started and stop shuts down; nil when not started.
+type servers struct {
+	dns     *dnsserver.Server
+	webhook *webhook.Server
+	health  *http.Server
+}
+
+// run starts the servers on the opened listeners and serves until ctx
+// ends or one of them fails, then stops (stop).
+func (d *daemon) run(ctx context.Context) error {
+	o, ls, px := d.o, &d.ls, d.px
 	serveErr := make(chan error, 8)
 	start := func(name string, f func() error) {
 		go func() {
@@ -274,20 +349,19 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	if ls.http != nil {
 		start("http", func() error { return px.ServeTransparentHTTP(ls.http, ls.httpPort) })
 	}
-	dnsSrv, err := startDNS(o, st, res, auditLog, &ls, start)
-	if err != nil {
+	var srv servers
+	var err error
+	if srv.dns, err = startDNS(o, d.st, d.res, d.auditLog, ls, start); err != nil {
 		return err
 	}
-	wh, err := startWebhook(runCtx, o, st, reg, &g, start)
-	if err != nil {
+	if srv.webhook, err = startWebhook(d.runCtx, o, d.st, d.reg, &d.g, start); err != nil {
 		return err
 	}
-	var health *http.Server
 	if ls.metrics != nil {
-		health = healthServer(reg, st)
-		start("metrics", func() error { return health.Serve(ls.metrics) })
+		srv.health = healthServer(d.reg, d.st)
+		start("metrics", func() error { return srv.health.Serve(ls.metrics) })
 	}
-	log.Info("egressd serving", "version", version, "mode", o.mode, "proxy", addrOf(ls.proxy),
+	d.log.Info("egressd serving", "version", version, "mode", o.mode, "proxy", addrOf(ls.proxy),
 		"dns", addrOf(ls.dnsTCP), "sni", addrOf(ls.sni), "http", addrOf(ls.http), "metrics", addrOf(ls.metrics))
 
 	var runErr error
@@ -295,41 +369,46 @@ func serve(ctx context.Context, o *runOptions, stdout io.Writer, log *slog.Logge
 	case <-ctx.Done():
 	case runErr = <-serveErr:
 	}
+	d.stop(ctx, srv, runErr == nil)
+	return runErr
+}
 
-	// Unready at once, so that the Service takes this pod out of its
-	// endpoints; serve everything on for --lameduck while that change
-	// reaches every node (docs/operations.md, "Upgrades"); then stop
-	// accepting and give open tunnels --drain-timeout to finish.
-	st.draining.Store(true)
-	if runErr == nil {
-		lameduck(ctx, o.lameduck, log)
+// stop makes the pod unready at once, so that the Service takes it out of
+// its endpoints; serves everything on for --lameduck while that change
+// reaches every node (docs/operations.md, "Upgrades"; skipped when a
+// listener failed); then stops accepting, gives open tunnels
+// --drain-timeout to finish, ends the watchers and flushes the audit log.
+func (d *daemon) stop(ctx context.Context, srv servers, lame bool) {
+	log := d.log
+	d.st.draining.Store(true)
+	if lame {
+		lameduck(ctx, d.o.lameduck, log)
 	}
-	log.Info("draining", "timeout", o.drainTimeout.String())
-	drainCtx, drainCancel := context.WithTimeout(context.Background(), o.drainTimeout)
+	log.Info("draining", "timeout", d.o.drainTimeout.String())
+	drainCtx, drainCancel := context.WithTimeout(context.Background(), d.o.drainTimeout)
 	defer drainCancel()
-	if dnsSrv != nil {
-		_ = dnsSrv.Shutdown(drainCtx)
+	if srv.dns != nil {
+		_ = srv.dns.Shutdown(drainCtx)
 	}
-	if wh != nil {
-		_ = wh.Shutdown(drainCtx)
+	if srv.webhook != nil {
+		_ = srv.webhook.Shutdown(drainCtx)
 	}
-	if err := px.Shutdown(drainCtx); err != nil {
+	if err := d.px.Shutdown(drainCtx); err != nil {
 		log.Warn("drain cut open tunnels", "error", err.Error())
 	}
-	if health != nil {
+	if srv.health != nil {
 		shutCtx, c := context.WithTimeout(context.Background(), time.Second)
-		_ = health.Shutdown(shutCtx)
+		_ = srv.health.Shutdown(shutCtx)
 		c()
 	}
-	cancel()
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+	d.cancel()
+	if err := d.g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("a watcher or controller failed", "error", err.Error())
 	}
-	if err := auditLog.Close(); err != nil {
+	if err := d.auditLog.Close(); err != nil {
 		log.Error("audit: final flush failed", "error", err.Error())
 	}
 	log.Info("stopped")
-	return runErr
 }
 
 // lameduck waits d with every listener still serving and /readyz failing;

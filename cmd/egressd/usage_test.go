@@ -14,6 +14,11 @@ import (
 	"time"
 )
 
+// dispatch runs a command with no standard input, as most tests do.
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return dispatchIO(ctx, args, nil, stdout, stderr)
+}
+
 // TestHelpSpellsFlagsAsDocs: every command's -h writes its flags as the
 // docs do (--name; -x only for a one-letter name), and --audit-http-path
 // says it applies inside inspected tunnels too.

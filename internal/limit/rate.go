@@ -16,25 +16,9 @@ import (
 // quiet long enough to be full again are dropped, so memory follows the
 // active clients, not every address ever seen. Safe for concurrent use.
 //
-// Whole-path A/B (issue 16), dnsserver's BenchmarkUDPServer/own (every
-// query through Allow) with the hand-written bucket (one mutex, one map)
-// and with this one, six rounds alternating the two test binaries, 50,000
-// queries a round, on 2 cores shared with other builds (load 5–6):
-// cpu-ns/query hand-written 8,201 8,030 10,386 10,803 11,176 13,033,
-// x/time/rate 8,976 8,120 10,462 10,770 12,219 10,888 (round-to-round
-// spread 8.0k–13.0k; pairwise differences −2.1k…+1.0k, both signs). The
-// same with dnsperf against the two egressd builds (bench/dns/egressd,
-// warm cache, -c 4 -q 100, 8 s a round, ten rounds alternating, load
-// 7–17): server CPU per query 6.55–11.42 µs hand-written (median 8.6) and
-// 6.69–11.10 µs x/time/rate (median 9.3), qps 34–85k and 35–91k; the
-// library wins 4 rounds of 10. A gap of the medians under a tenth, inside
-// a spread of 5 µs: no loss beyond the noise, so the library stays (a
-// quiet machine could resolve a smaller difference).
-//
-//	go test -c -o old.test ./dnsserver   # before, and new.test after
-//	for i in 1 2 3 4 5 6; do for v in old new; do
-//	  ./$v.test -test.run '^$' -test.bench 'BenchmarkUDPServer/own$' -test.benchtime 50000x
-//	done; done
+// Whole-path A/B against the hand-written bucket it replaced (issue 16):
+// no loss beyond the spread, so the library stays; figures and method in
+// bench/dns/rate-ab.md.
 type Rate struct {
 	limit rate.Limit // tokens per second; <= 0: no limit
 	burst int

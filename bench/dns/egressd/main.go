@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/dnsserver"
 	"github.com/egressd/egressd/evidence"
@@ -100,8 +101,7 @@ func run() error {
 	srv, err := dnsserver.New(dnsserver.Config{
 		Addr:      *addr,
 		Resolver:  res,
-		Policy:    func() *policy.Snapshot { return snap },
-		Identity:  ids,
+		Inputs:    admit.Inputs{Policy: func() *policy.Snapshot { return snap }, Identity: ids},
 		Audit:     auditLog,
 		Metrics:   m,
 		Logger:    log,
