@@ -54,7 +54,7 @@ pid_of[5391]=$!
 dnsmasq_on 5392 5390
 servers=("egressd 5391" "dnsmasq 5392")
 if [[ "$SIGNED" == 1 ]]; then
-	go run ./cmd/egressd keygen --name bench --out "$work/keys" >/dev/null
+	mkdir -p "$work/keys" && go run ./cmd/egressd keygen --name bench --out "$work/keys" >/dev/null
 	GODEBUG=$godebug "$work/egressd" -addr 127.0.0.1:5397 -upstream "$UP" -audit "$work/audit-signed.jsonl" \
 		-signing-key "$work/keys/bench.key" 2>"$work/egressd-signed.log" & pids+=($!)
 	pid_of[5397]=$!
