@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -59,7 +60,9 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 // TestEncodeWireEqual: the protowire encoding is the protocol types'
-// message, a line that is no record included.
+// message, a line that is no record included, also from an encoder whose
+// buffers held another request before; the request is allocated at its
+// exact size.
 func TestEncodeWireEqual(t *testing.T) {
 	lines := testLines(t)
 	e, err := newEncoder()
@@ -70,7 +73,18 @@ func TestEncodeWireEqual(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Another request first: the last 300 records (other groups' order).
+	cut := len(lines)
+	for range 301 {
+		cut = bytes.LastIndexByte(lines[:cut-1], '\n') + 1
+	}
+	if _, n := e.encodeWire(lines[cut:], 3); n != 301 {
+		t.Fatalf("first request: %d records, want 301", n)
+	}
 	got, n2 := e.encodeWire(lines, 7)
+	if len(got) != cap(got) {
+		t.Errorf("request of %d bytes in a buffer of %d: want its exact size", len(got), cap(got))
+	}
 	var a, b logspb.LogsData
 	if err := proto.Unmarshal(want, &a); err != nil {
 		t.Fatal(err)

@@ -20,8 +20,9 @@ const scopeName = "github.com/egressd/egressd/audit"
 // encoder turns batches of record lines into OTLP requests. It is not
 // safe for concurrent use (the sender owns one).
 type encoder struct {
-	dec *auditlog.Decoder
-	rec record.Record
+	dec  *auditlog.Decoder
+	rec  record.Record
+	wire wireBufs
 }
 
 func newEncoder() (*encoder, error) {

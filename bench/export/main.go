@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"time"
@@ -46,9 +47,22 @@ func main() {
 	dur := flag.Duration("duration", 10*time.Second, "keep-up duration per round")
 	n := flag.Int("records", 1000000, "records for the read-back (0 skips it)")
 	rounds := flag.Int("rounds", 3, "alternating rounds")
+	cpuprofile := flag.String("cpuprofile", "", "write this process's CPU profile here")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "export bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*egressd, *vl, *rate, *dur, *n, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "export bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
