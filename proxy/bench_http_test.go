@@ -31,7 +31,7 @@ func BenchmarkPlainHTTP(b *testing.B) {
 	std := listen(b, "127.0.0.1:0")
 	srv := &http.Server{ErrorLog: quietLog, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ap, _ := netip.ParseAddrPort(r.RemoteAddr)
-		ex := e.p.newExchangeFrom(record.KindHTTP, ap.Addr().Unmap())
+		ex := e.p.newExchange(record.KindHTTP, ap.Addr().Unmap())
 		ex.rec.HTTP = &record.HTTP{Method: r.Method}
 		e.p.handleProxy(w, r, ex)
 		ex.finish(nil)

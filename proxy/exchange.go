@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -53,14 +52,10 @@ type exchange struct {
 	done bool
 }
 
-// newExchange starts the exchange of a request or tunnel from remote: its
-// id and start are set now, at admission, so that interim records and the
-// end record share them.
-func (p *Proxy) newExchange(kind string, remote net.Addr) *exchange {
-	return p.newExchangeFrom(kind, addrOf(remote))
-}
-
-func (p *Proxy) newExchangeFrom(kind string, src netip.Addr) *exchange {
+// newExchange starts the exchange of a request or tunnel from src (the
+// connection's admit.SourceAddr): its id and start are set now, at
+// admission, so that interim records and the end record share them.
+func (p *Proxy) newExchange(kind string, src netip.Addr) *exchange {
 	ex := &exchange{p: p, start: time.Now(), src: src}
 	ex.rec.ID = audit.NewID()
 	ex.rec.Start = ex.start
@@ -80,22 +75,6 @@ func (p *Proxy) identify(ex *exchange) *policy.Client {
 		ex.rec.Client = audit.ClientOf(ex.src, ex.client)
 	}
 	return ex.client
-}
-
-// addrOf returns the IP of a connection's remote address.
-func addrOf(a net.Addr) netip.Addr {
-	switch v := a.(type) {
-	case *net.TCPAddr:
-		ip, _ := netip.AddrFromSlice(v.IP)
-		return ip.Unmap()
-	case nil:
-		return netip.Addr{}
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
 }
 
 // noDecision is the decision of an exchange that ended before any step

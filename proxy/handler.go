@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/policy"
@@ -20,7 +21,7 @@ var connectEstablished = []byte("HTTP/1.1 200 Connection established\r\n\r\n")
 // is answered and the connection closes.
 func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 	nc := c.NetConn()
-	ex := p.newExchangeFrom(record.KindConnect, addrOf(nc.RemoteAddr()))
+	ex := p.newExchange(record.KindConnect, admit.SourceAddr(nc.RemoteAddr()))
 	ex.rec.HTTP = &record.HTTP{Method: http.MethodConnect}
 	ex.rec.Probe = sanitizeProbe(head.Captured)
 	refuse := func(rf *refusal) {
@@ -56,8 +57,7 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 		refuse(rf)
 		return
 	}
-	t := newTunnel(p, nc)
-	t.ex = ex
+	t := newTunnel(p, nc, ex)
 	t.upstream = up
 	if !p.track(t) {
 		up.Close()
@@ -88,7 +88,7 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 // forwards it.
 func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 	nc := c.NetConn()
-	ex := p.newExchangeFrom(record.KindHTTP, addrOf(nc.RemoteAddr()))
+	ex := p.newExchange(record.KindHTTP, admit.SourceAddr(nc.RemoteAddr()))
 	ex.rec.Probe = sanitizeProbe(head.Captured)
 	ex.rec.HTTP = &record.HTTP{Method: head.Method}
 	u, err := url.ParseRequestURI(head.Target)

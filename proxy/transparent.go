@@ -17,9 +17,8 @@ import (
 // port, dial through the guard, replay the hello and relay. Every path ends
 // in exactly one record.
 func (p *Proxy) serveSNIConn(t *tunnel, port int) {
-	ex := p.newExchange(record.KindSNI, t.client.RemoteAddr())
+	ex := t.ex
 	ex.port = port
-	t.ex = ex
 	started := false
 	defer func() {
 		if v := recover(); v != nil {

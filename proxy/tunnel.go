@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/inspect"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy/internal/sniff"
@@ -75,8 +74,10 @@ type tunnel struct {
 	release func()
 }
 
-func newTunnel(p *Proxy, client net.Conn) *tunnel {
-	t := &tunnel{p: p, client: client}
+// newTunnel starts the tunnel of ex (its exchange, made when the connection
+// was accepted) over client.
+func newTunnel(p *Proxy, client net.Conn, ex *exchange) *tunnel {
+	t := &tunnel{p: p, client: client, ex: ex}
 	t.touch()
 	return t
 }
@@ -149,12 +150,6 @@ func (t *tunnel) cut() {
 // every change.
 func (t *tunnel) start(pre []byte, hello *sniff.ClientHello, check string, inline bool) {
 	ex := t.ex
-	if ex.rec.ID == "" {
-		ex.rec.ID = audit.NewID()
-	}
-	if ex.rec.Start.IsZero() {
-		ex.rec.Start = ex.start
-	}
 	peer, _ := netip.ParseAddrPort(ex.rec.Peer)
 	// What the deciding rule asks of the tunnel (inspection, its http
 	// entries), before revocation may decide it again: a later decision
