@@ -34,7 +34,7 @@ func BenchmarkPlainHTTP(b *testing.B) {
 		ex := e.p.newExchange(record.KindHTTP, ap.Addr().Unmap())
 		ex.rec.HTTP = &record.HTTP{Method: r.Method}
 		e.p.handleProxy(w, r, ex)
-		ex.finish(nil)
+		ex.finish(ex.forwardedAfter(false, r.Context().Err() != nil), nil)
 	})}
 	go srv.Serve(std)
 	b.Cleanup(func() { srv.Close() })

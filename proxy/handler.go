@@ -26,7 +26,7 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 	ex.rec.Probe = sanitizeProbe(head.Captured)
 	refuse := func(rf *refusal) {
 		_, _ = nc.Write(appendRefusal(nil, ex, rf))
-		ex.finish(rf.err)
+		ex.finish(rf.after, rf.err)
 	}
 	host, port, absolute, err := http1.ConnectTarget(head.Target)
 	if err != nil {
@@ -51,9 +51,6 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 	// is seen when the 200 is written.
 	up, rf := p.dialGuarded(p.cutCtx, ex)
 	if rf != nil {
-		if ex.decision().Allowed() && p.cutCtx.Err() != nil {
-			ex.outcome = record.OutcomeDrained // the drain deadline ended the dial
-		}
 		refuse(rf)
 		return
 	}
@@ -61,7 +58,7 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 	t.upstream = up
 	if !p.track(t) {
 		up.Close()
-		refuse(ex.upstreamFailure(http.StatusServiceUnavailable, record.OutcomeDrained, ErrClosed))
+		refuse(failure(http.StatusServiceUnavailable, record.OutcomeDrained, ErrClosed))
 		return
 	}
 	// pre: a client that sent its ClientHello with the CONNECT (no wait
@@ -95,7 +92,7 @@ func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 	if err != nil {
 		rf := p.badRequest(ex, http1.AuthorityHost(head.Target, false), err)
 		_, _ = nc.Write(appendRefusal(nil, ex, rf))
-		ex.finish(err)
+		ex.finish("", err)
 		return
 	}
 	if p.cfg.AuditHTTPPath == HTTPPathFull {
@@ -115,14 +112,14 @@ func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 		}
 	}()
 	gone := x.ClientGone()
-	cut := p.cutCtx.Err() != nil && req.Context().Err() != nil
+	left := req.Context().Err() != nil
+	// Still running at the drain deadline: whatever failed followed from
+	// the cut.
+	cut := p.cutCtx.Err() != nil && left
 	x.Finish(ex.upstreamBroken() || cut || v != nil)
+	after := ex.forwardedAfter(cut, left)
 	switch {
 	case cut:
-		// Still running at the drain deadline: whatever failed followed
-		// from the cut.
-		ex.outcome = record.OutcomeDrained
-		ex.rec.Error = ErrCut.Error()
 	case v == http.ErrAbortHandler:
 		// ReverseProxy's way to say the response could not be completed.
 		if ex.rec.Error == "" {
@@ -134,7 +131,7 @@ func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 	case gone && ex.rec.Error == "":
 		ex.rec.Error = "client aborted"
 	}
-	ex.finish(nil)
+	ex.finish(after, nil)
 }
 
 // handleProxy serves an absolute-form HTTP request on the proxy listener.

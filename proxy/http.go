@@ -87,7 +87,7 @@ func (h *httpHandler) Refused(c *http1.Conn, he *http1.HeadError) {
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = nc.Write(appendRefusal(nil, ex, rf))
 	}
-	ex.finish(nil)
+	ex.finish("", nil)
 }
 
 // probeHeader marks a request made by egressd probe; its value is recorded

@@ -38,14 +38,10 @@ func (t *tunnel) serveInspected() {
 		Established: t.established, Requests: &t.inspReqs,
 	})
 	t.mu.Lock()
-	t.inspected = &tun
+	t.inspected = &tun // its outcome is the tunnel's (afterLocked)
 	t.mu.Unlock()
-	switch tun.Outcome {
-	case inspect.OutcomeUpstreamTLSFailed:
-		ex.outcome = record.OutcomeUpstreamTLSFailed
+	if tun.Outcome == inspect.OutcomeUpstreamTLSFailed {
 		ex.setError("upstream TLS: " + tun.VerifyError)
-	case inspect.OutcomeClientTLSFailed:
-		ex.outcome = record.OutcomeClientTLSFailed
 	}
 	if err != nil && !t.closedByUs() {
 		t.fail(err)
@@ -67,7 +63,7 @@ func (t *tunnel) established(tun inspect.Tunnel) {
 func (t *tunnel) closedByUs() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.closed || t.revoked
+	return t.closed || t.ex.isRevoked()
 }
 
 // decideRequest decides one request inside an inspected tunnel by the one
@@ -109,13 +105,13 @@ func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
 // streams concurrently: under t.mu).
 func (t *tunnel) tunnelDecision(snap *policy.Snapshot) policy.Decision {
 	t.mu.Lock()
-	cached, d, peer := t.inspSnap, t.inspDec, t.peer
+	cached, d := t.inspSnap, t.inspDec
 	t.mu.Unlock()
 	if cached == snap {
 		return t.ex.decision().Then(d)
 	}
-	ex := t.ex
-	d = t.p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer)
+	ex := t.ex // src, host, port and peer are fixed once admitted
+	d = t.p.adm.Redecide(snap, ex.src, ex.host, ex.port, ex.peer)
 	t.mu.Lock()
 	t.inspSnap, t.inspDec = snap, d
 	t.mu.Unlock()
@@ -130,7 +126,7 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 	ex := t.ex
 	r := record.Record{
 		ID: audit.NewID(), Start: x.Start, Kind: record.KindInspected, Tunnel: ex.rec.ID,
-		Client: ex.rec.Client, Host: ex.host, Port: ex.port, Mode: ex.rec.Mode, Peer: ex.rec.Peer,
+		Client: ex.rec.Client, Host: ex.host, Port: ex.port, Mode: ex.rec.Mode, Peer: peerText(ex.peer),
 		Probe: ex.rec.Probe, // an exchange in egressd probe's tunnel is the probe's
 		HTTP: &record.HTTP{Method: x.Method, Path: x.Path, Status: x.Status,
 			RedirectHost: x.RedirectHost, RedirectAmbiguous: x.RedirectAmbiguous, Proto: x.Proto},
@@ -147,16 +143,14 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 	if c := d.Credential; c != nil && (d.AddsCredential() != nil || d.Reason == policy.ReasonCredentialUnavailable) {
 		r.HTTP.Credential, r.HTTP.CredentialReplaced = c.Name, x.Replaced
 	}
+	after := ""
 	switch {
-	case !d.Allowed():
-		r.Outcome = record.OutcomeRefused
 	case x.Idle:
-		r.Outcome = record.OutcomeIdleTimeout
+		after = record.OutcomeIdleTimeout
 	case x.Error != "":
-		r.Outcome = record.OutcomeUpstreamError
-	default:
-		r.Outcome = record.OutcomeOK
+		after = record.OutcomeUpstreamError
 	}
+	r.Outcome = record.OutcomeOf(d, after)
 	if x.Error != "" {
 		r.Error = audit.RedactText(x.Error)
 	}

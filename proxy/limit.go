@@ -50,5 +50,5 @@ func (p *Proxy) emitOverLimit(k limit.Key, count int64, first time.Time) {
 		ex.rec.HTTP = &record.HTTP{Status: http.StatusTooManyRequests}
 	}
 	ex.rec.Error = "over " + strconv.Itoa(p.cfg.MaxConnsPerClient) + " open connections from this client"
-	ex.finish(nil)
+	ex.finish("", nil)
 }

@@ -284,7 +284,7 @@ func BenchmarkRevalidate(b *testing.B) {
 		t := newTunnel(e.p, nil, e.p.newExchange(record.KindConnect, netip.MustParseAddr(podIP)))
 		t.ex.host, t.ex.port = hosts[i%2], e.tlsPort
 		t.admitted = true
-		t.peer = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", e.tlsPort))
+		t.ex.peer = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", e.tlsPort))
 		t.ex.decide(e.snap.Load().Decide(policy.DecideArgs{Client: &policy.Client{}, Host: t.ex.host, Port: t.ex.port}))
 		e.p.tunnels[t] = struct{}{}
 	}

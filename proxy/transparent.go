@@ -28,7 +28,10 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 		}
 		if !started {
 			t.closeBoth()
-			ex.finish(t.err)
+			t.mu.Lock()
+			after := t.afterLocked() // a refusal's failure, if any
+			t.mu.Unlock()
+			ex.finish(after, t.err)
 			p.untrack(t)
 		}
 	}()
@@ -68,9 +71,6 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 	up, rf := p.dialGuarded(ctx, ex)
 	cancel()
 	if rf != nil {
-		if ex.decision().Allowed() && p.cutCtx.Err() != nil {
-			ex.outcome = record.OutcomeDrained // the drain deadline ended the dial
-		}
 		t.fail(rf)
 		return
 	}
