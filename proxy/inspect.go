@@ -31,7 +31,7 @@ func (t *tunnel) serveInspected() {
 	ex := t.ex
 	client := &countingConn{Conn: t.client, t: t, pre: t.replay}
 	t.replay = nil
-	tun, err := t.p.cfg.Inspect.Serve(t.p.cutCtx, inspect.Args{
+	tun, err := inspect.Serve(t.p.cutCtx, t.p.cfg.Inspect, inspect.Args[policy.Decision]{
 		Client: client, Upstream: t.upstream,
 		Host: ex.host, Port: ex.port,
 		Decide: t.decideRequest, Record: t.recordExchange,
@@ -72,7 +72,7 @@ func (t *tunnel) closedByUs() bool {
 // on (so that the rule index names a rule of the snapshot that decides the
 // request), then host-mismatch through Decision.Deny (audit mode softens
 // it, as on the plain-HTTP path), else Snapshot.DecideRequest.
-func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
+func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict[policy.Decision] {
 	snap := t.p.cfg.Policy()
 	d := t.tunnelDecision(snap)
 	if r.HostMismatch {
@@ -82,7 +82,7 @@ func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
 	}
 	c := d.AddsCredential()
 	if c == nil {
-		return inspect.Verdict{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
+		return inspect.Verdict[policy.Decision]{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
 	}
 	// The rule adds a credential: sent with it, or not at all (fail
 	// closed, in every mode: ReasonCredentialUnavailable is Never).
@@ -95,9 +95,9 @@ func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
 	}
 	if !ok {
 		d = d.Deny(policy.ReasonCredentialUnavailable)
-		return inspect.Verdict{Reason: string(d.Reason), Decision: d, Status: http.StatusServiceUnavailable}
+		return inspect.Verdict[policy.Decision]{Reason: string(d.Reason), Decision: d, Status: http.StatusServiceUnavailable}
 	}
-	return inspect.Verdict{Allow: true, Reason: string(d.Reason), Decision: d, SetHeader: c.Header, SetValue: v}
+	return inspect.Verdict[policy.Decision]{Allow: true, Reason: string(d.Reason), Decision: d, SetHeader: c.Header, SetValue: v}
 }
 
 // tunnelDecision is the tunnel's decision for a request decided against
@@ -122,7 +122,7 @@ func (t *tunnel) tunnelDecision(snap *policy.Snapshot) policy.Decision {
 // (kind inspected, tunnel = the tunnel's id). The engine puts no header
 // value, body or query in an Exchange; the error is redacted as every
 // other.
-func (t *tunnel) recordExchange(x inspect.Exchange) {
+func (t *tunnel) recordExchange(x inspect.Exchange[policy.Decision]) {
 	ex := t.ex
 	r := record.Record{
 		ID: audit.NewID(), Start: x.Start, Kind: record.KindInspected, Tunnel: ex.rec.ID,
@@ -133,8 +133,8 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 		BytesSent: x.BytesReceived, BytesReceived: x.BytesSent,
 		DurationMS: float64(x.Duration.Microseconds()) / 1000,
 	}
-	d, ok := x.Verdict.Decision.(policy.Decision)
-	if !ok {
+	d := x.Verdict.Decision
+	if d.Verdict == "" {
 		// A request the engine refused before it could be decided (a head
 		// that does not parse): refused in every mode.
 		d = policy.Denied(policy.Reason(x.Verdict.Reason))
