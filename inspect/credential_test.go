@@ -7,7 +7,7 @@ import (
 )
 
 // TestSetHeader: an allowed request gets the verdict's header once,
-// replacing the client's values (Exchange.Replaced), over HTTP/1.1 and
+// replacing the client's values (ExchangeRecord.Replaced), over HTTP/1.1 and
 // HTTP/2; a denied one is never forwarded; no record holds the value.
 func TestSetHeader(t *testing.T) {
 	const secret = "Bearer sk-engine-secret"

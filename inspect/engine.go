@@ -37,7 +37,7 @@ type Config struct {
 	// interim 1xx head before them counted together, and on HTTP/2 the
 	// header list it advertises (SETTINGS_MAX_HEADER_LIST_SIZE) and
 	// holds the origin to, trailers included. Over it the answer is 502
-	// upstream-error (http1.ErrResponseHeadTooLarge, Exchange.HeadTooLarge).
+	// upstream-error (http1.ErrResponseHeadTooLarge, ExchangeRecord.HeadTooLarge).
 	// Zero means 4 × MaxHeadBytes; the proxy passes the plain path's own
 	// limit (proxy.Config.Inspection).
 	MaxResponseHeadBytes int
@@ -53,7 +53,7 @@ type Config struct {
 	// x/net/http2 and recorded (reason rate-limited). Zero means 250.
 	MaxConcurrentStreams uint32
 	// RecordPath puts the request path (never the query) in each
-	// Exchange: --audit-http-path full. False records no path.
+	// ExchangeRecord: --audit-http-path full. False records no path.
 	RecordPath bool
 }
 
@@ -126,7 +126,7 @@ type Args[D any] struct {
 	// Decide decides each request; required.
 	Decide func(Request) Verdict[D]
 	// Record receives each exchange; nil records nothing.
-	Record func(Exchange[D])
+	Record func(ExchangeRecord[D])
 	// Established, when set, is called once both handshakes completed,
 	// before the first request, with the tunnel as it stands (Inspected,
 	// ALPN, Origin): for interim records of the tunnel.

@@ -239,7 +239,7 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	}
 }
 
-func (s *session[D]) upstreamFailed(x *Exchange[D], cw *bufio.Writer, err error) (bool, error) {
+func (s *session[D]) upstreamFailed(x *ExchangeRecord[D], cw *bufio.Writer, err error) (bool, error) {
 	x.Status, x.Error = upstreamStatus(err), err.Error()
 	x.HeadTooLarge = errors.Is(err, http1.ErrResponseHeadTooLarge)
 	writeRefusal(cw, x.Status, "upstream-error", s.a.Host, true)
@@ -254,17 +254,17 @@ func (s *session[D]) refuse(cw *bufio.Writer, status int, method string, err err
 	s.countRequest()
 	writeRefusal(cw, status, reasonBadRequest, s.a.Host, true)
 	cw.Flush()
-	s.record(Exchange[D]{Start: time.Now(), Method: method, Proto: "HTTP/1.1", Status: status,
+	s.record(ExchangeRecord[D]{Start: time.Now(), Method: method, Proto: "HTTP/1.1", Status: status,
 		Verdict: Verdict[D]{Reason: reasonBadRequest}, Error: err.Error()})
 }
 
-// begin counts, checks and decides one request: the Exchange to fill
+// begin counts, checks and decides one request: the ExchangeRecord to fill
 // and the request's body, counted. end records it.
-func (s *session[D]) begin(req *http.Request, fieldMismatch bool, start time.Time, proto string) (*Exchange[D], *countReader) {
+func (s *session[D]) begin(req *http.Request, fieldMismatch bool, start time.Time, proto string) (*ExchangeRecord[D], *countReader) {
 	s.countRequest()
 	r := s.request(req, proto)
 	r.HostMismatch = r.HostMismatch || fieldMismatch
-	x := &Exchange[D]{Start: start, Method: req.Method, Proto: proto}
+	x := &ExchangeRecord[D]{Start: start, Method: req.Method, Proto: proto}
 	if s.e.cfg.RecordPath {
 		x.Path = recordPath(r.Target)
 	}
@@ -274,14 +274,14 @@ func (s *session[D]) begin(req *http.Request, fieldMismatch bool, start time.Tim
 	return x, body
 }
 
-func (s *session[D]) end(x *Exchange[D], body *countReader) {
+func (s *session[D]) end(x *ExchangeRecord[D], body *countReader) {
 	x.Verdict.SetValue = nil // a credential: never in a record
 	x.Duration = time.Since(x.Start)
 	x.BytesReceived = body.n.Load()
 	s.record(*x)
 }
 
-func (s *session[D]) record(x Exchange[D]) {
+func (s *session[D]) record(x ExchangeRecord[D]) {
 	if s.a.Record != nil {
 		s.a.Record(x)
 	}

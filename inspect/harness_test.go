@@ -99,7 +99,7 @@ type harness struct {
 
 	mu           sync.Mutex
 	upstreamAddr string // the origin dialled instead of h.origin's (setRawOrigin)
-	exchanges    []Exchange[policy.Decision]
+	exchanges    []ExchangeRecord[policy.Decision]
 	tunnels      []Tunnel
 	errs         []error
 	done         sync.WaitGroup
@@ -216,7 +216,7 @@ func (h *harness) serve(ctx context.Context, c net.Conn) {
 			}
 			return v
 		},
-		Record: func(x Exchange[policy.Decision]) {
+		Record: func(x ExchangeRecord[policy.Decision]) {
 			h.mu.Lock()
 			h.exchanges = append(h.exchanges, x)
 			h.mu.Unlock()
@@ -281,10 +281,10 @@ func (h *harness) goClient(h2 bool) *http.Client {
 }
 
 // exchangesFor returns the recorded exchanges of method and status.
-func (h *harness) exchangesFor(method string) []Exchange[policy.Decision] {
+func (h *harness) exchangesFor(method string) []ExchangeRecord[policy.Decision] {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []Exchange[policy.Decision]
+	var out []ExchangeRecord[policy.Decision]
 	for _, x := range h.exchanges {
 		if x.Method == method {
 			out = append(out, x)

@@ -196,7 +196,7 @@ func headerListSize(req *http.Request) int {
 // list over the limit) and records it; the tunnel stays up.
 func (s *session[D]) refuseH2(w http.ResponseWriter, req *http.Request, status int, reason string, err error) {
 	s.countRequest()
-	x := Exchange[D]{Start: time.Now(), Method: req.Method, Proto: "HTTP/2.0", Status: status,
+	x := ExchangeRecord[D]{Start: time.Now(), Method: req.Method, Proto: "HTTP/2.0", Status: status,
 		Verdict: Verdict[D]{Reason: reason}, Error: err.Error()}
 	writeRefusalH2(w, status, reason, s.a.Host)
 	s.record(x)
@@ -225,7 +225,7 @@ func (s *session[D]) countH2Error(kind string) {
 		return
 	}
 	s.countRequest()
-	s.record(Exchange[D]{Start: time.Now(), Proto: "HTTP/2.0", Verdict: Verdict[D]{Reason: reasonRateLimited},
+	s.record(ExchangeRecord[D]{Start: time.Now(), Proto: "HTTP/2.0", Verdict: Verdict[D]{Reason: reasonRateLimited},
 		Error: fmt.Sprintf("stream over the %d concurrent streams advertised: reset", s.e.cfg.MaxConcurrentStreams)})
 }
 

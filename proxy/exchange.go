@@ -24,7 +24,7 @@ type exchange struct {
 	// identified is set once identify has looked src up.
 	identified bool
 	// dec is the request's one decision, under mu: the zero Decision until
-	// admission, then replaced only through decide (policy.Decision.Then).
+	// admission, then replaced only through fold (policy.Decision.Then).
 	// Tunnels, revocation and forwarded requests all hold this one.
 	dec policy.Decision
 	// peer is the dialled address, under mu: set by the dial step
@@ -103,26 +103,26 @@ func (ex *exchange) decisionLocked() policy.Decision {
 	return ex.dec
 }
 
-// decide folds the decision of a later step (admission, guard, TLS or Host
+// fold folds the decision of a later step (admission, guard, TLS or Host
 // check, a refusal, revocation) into the one in force and returns the
 // result: policy.Decision.Then, the one place of "keep the first reason
 // enforce would give".
-func (ex *exchange) decide(next policy.Decision) policy.Decision {
+func (ex *exchange) fold(next policy.Decision) policy.Decision {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	return ex.decideLocked(next)
+	return ex.foldLocked(next)
 }
 
-func (ex *exchange) decideLocked(next policy.Decision) policy.Decision {
+func (ex *exchange) foldLocked(next policy.Decision) policy.Decision {
 	ex.dec = ex.dec.Then(next)
 	return ex.dec
 }
 
-// applyLocked puts what a hop found into the exchange: its decision, the
-// lookup's answer and the dialled peer (a failure comes back as the hop's
-// refusal). ex.mu is held.
-func (ex *exchange) applyLocked(h *hop) {
-	ex.decideLocked(h.route.Decision)
+// applyLocked puts what routeAndDial found into the exchange: its
+// decision, the lookup's answer and the dialled peer (a failure comes back
+// as the result's refusal). ex.mu is held.
+func (ex *exchange) applyLocked(h *dialResult) {
+	ex.foldLocked(h.route.Decision)
 	if h.route.Looked {
 		ex.setDNS(h.route.Answer)
 	}
@@ -168,7 +168,7 @@ func (ex *exchange) revoke(d policy.Decision) bool {
 	if ex.closed || ex.revoked {
 		return false
 	}
-	ex.decideLocked(d)
+	ex.foldLocked(d)
 	if d.Allowed() {
 		return false
 	}

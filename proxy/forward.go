@@ -82,7 +82,7 @@ func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(live, cancel)()
-	c, h := p.connect(ctx, dec, host, port)
+	c, h := p.routeAndDial(ctx, dec, host, port)
 
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
@@ -381,7 +381,7 @@ func hostHeader(host string, port int) string {
 func (p *Proxy) badRequest(ex *exchange, rawHost string, err error) *refusal {
 	ex.host = admit.RecordedHost(rawHost)
 	p.identify(ex)
-	return deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err)
+	return deny(http.StatusBadRequest, ex.fold(policy.Denied(policy.ReasonBadRequest)), err)
 }
 
 // refuseBadRequest answers 400 bad-request through w (badRequest).

@@ -42,7 +42,7 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 		// The decision above named the host the URI names (a metadata
 		// address is refused as metadata); allowed or not, an absolute
 		// URI is no CONNECT target (RFC 9112 §3.2.3).
-		d := ex.decide(policy.Denied(policy.ReasonBadRequest))
+		d := ex.fold(policy.Denied(policy.ReasonBadRequest))
 		refuse(deny(http.StatusBadRequest, d, errors.New("CONNECT target is an absolute URI, want host:port")))
 		return
 	}
@@ -81,7 +81,7 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 
 // serveRequest serves one plain HTTP request of c: absolute-form on the
 // proxy listener (port 0), Host-based on a Host listener. internal/http1
-// frames it (Conn.Begin, Exchange.Finish); the handler decides and
+// frames it (Conn.Begin, ServedRequest.Finish); the handler decides and
 // forwards it.
 func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 	nc := c.NetConn()

@@ -120,9 +120,9 @@ func (t *tunnel) tunnelDecision(snap *policy.Snapshot) policy.Decision {
 
 // recordExchange writes the record of one HTTP exchange inside the tunnel
 // (kind inspected, tunnel = the tunnel's id). The engine puts no header
-// value, body or query in an Exchange; the error is redacted as every
+// value, body or query in an ExchangeRecord; the error is redacted as every
 // other.
-func (t *tunnel) recordExchange(x inspect.Exchange[policy.Decision]) {
+func (t *tunnel) recordExchange(x inspect.ExchangeRecord[policy.Decision]) {
 	ex := t.ex
 	r := record.Record{
 		ID: audit.NewID(), Start: x.Start, Kind: record.KindInspected, Tunnel: ex.rec.ID,

@@ -44,7 +44,7 @@ func (p *Proxy) refuseOverLimit(c net.Conn, src netip.Addr, kind string, answer 
 func (p *Proxy) emitOverLimit(k limit.Key, count int64, first time.Time) {
 	ex := p.newExchange(k.Kind, k.Src)
 	ex.start, ex.rec.Start = first, first
-	ex.decide(policy.Denied(policy.ReasonRateLimited))
+	ex.fold(policy.Denied(policy.ReasonRateLimited))
 	ex.rec.Count = count
 	if k.Kind != record.KindSNI {
 		ex.rec.HTTP = &record.HTTP{Status: http.StatusTooManyRequests}

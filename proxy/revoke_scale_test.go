@@ -285,7 +285,7 @@ func BenchmarkRevalidate(b *testing.B) {
 		t.ex.host, t.ex.port = hosts[i%2], e.tlsPort
 		t.admitted = true
 		t.ex.peer = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", e.tlsPort))
-		t.ex.decide(e.snap.Load().Decide(policy.DecideArgs{Client: &policy.Client{}, Host: t.ex.host, Port: t.ex.port}))
+		t.ex.fold(e.snap.Load().Decide(policy.DecideArgs{Client: &policy.Client{}, Host: t.ex.host, Port: t.ex.port}))
 		e.p.tunnels[t] = struct{}{}
 	}
 	e.p.mu.Unlock()

@@ -61,7 +61,7 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 	}
 	// Refused before any dial: nothing reaches the front.
 	d, herr := checkHello(ex.decision(), &ch, "")
-	ex.decide(d)
+	ex.fold(d)
 	if herr != nil {
 		t.fail(herr)
 		return
@@ -85,7 +85,7 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 // be named: there is no host to decide on.
 func (p *Proxy) denyNoSNI(ex *exchange, err error) {
 	p.identify(ex)
-	ex.decide(policy.Denied(policy.ReasonNoSNI))
+	ex.fold(policy.Denied(policy.ReasonNoSNI))
 	ex.rec.Error = audit.RedactText(err.Error())
 }
 
