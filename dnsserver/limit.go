@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/limit"
 	"github.com/egressd/egressd/policy"
@@ -30,7 +31,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		src := addrOf(c.RemoteAddr())
+		src := admit.SourceAddr(c.RemoteAddr())
 		release := l.s.conns.Acquire(src)
 		if release == nil {
 			c.Close()

@@ -22,14 +22,11 @@ import (
 func (s *Server) record(qr *query, resp *dns.Msg) {
 	r := &qr.rec
 	r.SetDecision(qr.dec)
-	switch {
-	case !qr.dec.Allowed():
-		r.Outcome = record.OutcomeRefused
-	case qr.err != nil:
-		r.Outcome = record.OutcomeResolveFailed
-	default:
-		r.Outcome = record.OutcomeOK
+	after := ""
+	if qr.err != nil {
+		after = record.OutcomeResolveFailed
 	}
+	r.Outcome = record.OutcomeOf(qr.dec, after)
 	d := &qr.dnsRec
 	*d = record.DNS{Rcode: resolver.RcodeString(resp.Rcode)}
 	if sv := qr.sv; sv != nil && len(resp.Answer) == len(sv.answer) {

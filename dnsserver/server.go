@@ -340,7 +340,7 @@ func acceptQuery(dh dns.Header) dns.MsgAcceptAction {
 
 // ServeDNS implements dns.Handler.
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	src := addrOf(w.RemoteAddr())
+	src := admit.SourceAddr(w.RemoteAddr())
 	udp := w.LocalAddr() != nil && w.LocalAddr().Network() == "udp"
 	// QueryTimeout applies where the query may wait (Server.slow).
 	if resp := s.handle(context.Background(), src, req, udp); resp != nil {
@@ -348,21 +348,4 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			s.cfg.Logger.Debug("dns write failed", "client", src, "error", err)
 		}
 	}
-}
-
-func addrOf(a net.Addr) netip.Addr {
-	switch v := a.(type) {
-	case *net.UDPAddr:
-		return v.AddrPort().Addr().Unmap()
-	case *net.TCPAddr:
-		return v.AddrPort().Addr().Unmap()
-	}
-	if a == nil {
-		return netip.Addr{}
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/egressd/egressd/admit"
 )
 
 // The UDP server: a fixed set of readers per socket, each reading a batch
@@ -292,14 +294,14 @@ func (w *udpWorker) serve(m *ipv4.Message) bool {
 			req.Question = nil
 		}
 		q.qr = query{}
-		w.u.s.recordMalformed(&q.qr, addrOf(m.Addr), req)
+		w.u.s.recordMalformed(&q.qr, admit.SourceAddr(m.Addr), req)
 		w.add(req, m)
 		return false
 	}
 	q.qr = query{detach: q.detachFn}
 	q.w, q.m = w, m
 	u := w.u
-	resp := u.s.serveQuery(context.Background(), &q.qr, addrOf(m.Addr), req, true)
+	resp := u.s.serveQuery(context.Background(), &q.qr, admit.SourceAddr(m.Addr), req, true)
 	if q.w == nil {
 		// Detached: w is another goroutine's now.
 		u.answerDetached(q, resp)

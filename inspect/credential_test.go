@@ -7,7 +7,7 @@ import (
 )
 
 // TestSetHeader: an allowed request gets the verdict's header once,
-// replacing the client's values (Exchange.Replaced), over HTTP/1.1 and
+// replacing the client's values (ExchangeRecord.Replaced), over HTTP/1.1 and
 // HTTP/2; a denied one is never forwarded; no record holds the value.
 func TestSetHeader(t *testing.T) {
 	const secret = "Bearer sk-engine-secret"
@@ -55,10 +55,10 @@ func TestSetHeader(t *testing.T) {
 // TestRefusalStatus: a verdict's Status answers the refusal (503 for a
 // credential that is unavailable); zero is 403.
 func TestRefusalStatus(t *testing.T) {
-	if got := refusalStatus(Verdict{Reason: "credential-unavailable", Status: http.StatusServiceUnavailable}); got != 503 {
+	if got := refusalStatus(Verdict[struct{}]{Reason: "credential-unavailable", Status: http.StatusServiceUnavailable}); got != 503 {
 		t.Fatalf("refusalStatus = %d", got)
 	}
-	if got := refusalStatus(Verdict{Reason: "path-not-allowed"}); got != 403 {
+	if got := refusalStatus(Verdict[struct{}]{Reason: "path-not-allowed"}); got != 403 {
 		t.Fatalf("refusalStatus = %d", got)
 	}
 }

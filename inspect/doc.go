@@ -13,7 +13,9 @@
 // module but certs and internal/http1 (the head rules), logs nothing and
 // keeps no global state.
 //
-// Request flow of one inspected tunnel (Engine.Serve):
+// Request flow of one inspected tunnel (Serve, generic in the caller's
+// decision type: Decide returns it in the Verdict and Record gets it back
+// typed, so nothing crosses into proxy as an any):
 //
 //	client TLS ClientHello → SNI must be the tunnel host, no ECH
 //	→ upstream TLS over the given connection: SNI the host, ALPN the

@@ -37,7 +37,7 @@ type Config struct {
 	// interim 1xx head before them counted together, and on HTTP/2 the
 	// header list it advertises (SETTINGS_MAX_HEADER_LIST_SIZE) and
 	// holds the origin to, trailers included. Over it the answer is 502
-	// upstream-error (http1.ErrResponseHeadTooLarge, Exchange.HeadTooLarge).
+	// upstream-error (http1.ErrResponseHeadTooLarge, ExchangeRecord.HeadTooLarge).
 	// Zero means 4 × MaxHeadBytes; the proxy passes the plain path's own
 	// limit (proxy.Config.Inspection).
 	MaxResponseHeadBytes int
@@ -53,7 +53,7 @@ type Config struct {
 	// x/net/http2 and recorded (reason rate-limited). Zero means 250.
 	MaxConcurrentStreams uint32
 	// RecordPath puts the request path (never the query) in each
-	// Exchange: --audit-http-path full. False records no path.
+	// ExchangeRecord: --audit-http-path full. False records no path.
 	RecordPath bool
 }
 
@@ -110,8 +110,10 @@ func UpstreamRoots(bundle []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// Args are one inspected tunnel's connections and callbacks.
-type Args struct {
+// Args are one inspected tunnel's connections and callbacks. D is the
+// caller's decision type: Decide returns it in each Verdict, and Record
+// gets it back, typed, with the request's exchange.
+type Args[D any] struct {
 	// Client is the client's connection after CONNECT's 200 (bytes
 	// already read from it, such as a peeked ClientHello, replayed).
 	Client net.Conn
@@ -122,9 +124,9 @@ type Args struct {
 	Host string
 	Port int
 	// Decide decides each request; required.
-	Decide func(Request) Verdict
+	Decide func(Request) Verdict[D]
 	// Record receives each exchange; nil records nothing.
-	Record func(Exchange)
+	Record func(ExchangeRecord[D])
 	// Established, when set, is called once both handshakes completed,
 	// before the first request, with the tunnel as it stands (Inspected,
 	// ALPN, Origin): for interim records of the tunnel.
@@ -136,10 +138,12 @@ type Args struct {
 	Requests *atomic.Int64
 }
 
-// Serve inspects one tunnel until either side ends it or ctx is done, and
-// returns the tunnel's record. It closes both connections. The error says
-// why the tunnel ended when it ended other than by a close (nil then).
-func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
+// Serve inspects one tunnel with e until either side ends it or ctx is
+// done, and returns the tunnel's record. It closes both connections. The
+// error says why the tunnel ended when it ended other than by a close (nil
+// then). A function, not a method of Engine: the decision type is the
+// tunnel's (Args), and a method cannot take a type parameter.
+func Serve[D any](ctx context.Context, e *Engine, a Args[D]) (Tunnel, error) {
 	if a.Decide == nil || a.Client == nil || a.Upstream == nil {
 		return Tunnel{}, errors.New("inspect: Serve needs Client, Upstream and Decide")
 	}
@@ -163,12 +167,12 @@ func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
 	defer stop()
 
 	t := Tunnel{Outcome: OutcomeOK}
-	client, upstream, err := e.handshake(ctx, &a, &t)
+	client, upstream, err := e.handshake(ctx, a.Client, a.Upstream, a.Host, &t)
 	if err != nil {
 		return t, err
 	}
 	t.Inspected = true
-	s := &session{e: e, a: &a, t: &t, client: client, upstream: upstream, requests: a.Requests}
+	s := &session[D]{e: e, a: &a, t: &t, client: client, upstream: upstream, requests: a.Requests}
 	s.uplim.r = upstream
 	if s.requests == nil {
 		s.requests = new(atomic.Int64)
@@ -192,14 +196,14 @@ func (e *Engine) Serve(ctx context.Context, a Args) (Tunnel, error) {
 // client is answered with the protocol the origin chose, and an origin
 // that fails verification is never presented: the client's handshake
 // fails before it completes.
-func (e *Engine) handshake(ctx context.Context, a *Args, t *Tunnel) (*tls.Conn, *tls.Conn, error) {
+func (e *Engine) handshake(ctx context.Context, clientConn, upstreamConn net.Conn, host string, t *Tunnel) (*tls.Conn, *tls.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.HandshakeTimeout)
 	defer cancel()
 	var (
 		upstream *tls.Conn
 		upErr    error
 	)
-	leafCert := e.cfg.Leaves.GetCertificate(a.Host)
+	leafCert := e.cfg.Leaves.GetCertificate(host)
 	leafSent := false // the handshake reached egressd's leaf
 	getCert := func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		c, err := leafCert(hello)
@@ -209,15 +213,15 @@ func (e *Engine) handshake(ctx context.Context, a *Args, t *Tunnel) (*tls.Conn, 
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			if hello.ServerName != "" && !sameHost(hello.ServerName, a.Host) {
+			if hello.ServerName != "" && !sameHost(hello.ServerName, host) {
 				t.Outcome = OutcomeRefused
-				return nil, fmt.Errorf("%w: SNI %q in a tunnel to %q", ErrSNIMismatch, hello.ServerName, a.Host)
+				return nil, fmt.Errorf("%w: SNI %q in a tunnel to %q", ErrSNIMismatch, hello.ServerName, host)
 			}
 			if slices.Contains(hello.Extensions, extECH) {
 				t.Outcome = OutcomeRefused
 				return nil, ErrECH
 			}
-			upstream, upErr = e.dialTLS(ctx, a, offer(hello.SupportedProtos))
+			upstream, upErr = e.dialTLS(ctx, upstreamConn, host, offer(hello.SupportedProtos))
 			if upErr != nil {
 				t.Outcome, t.VerifyError = OutcomeUpstreamTLSFailed, verifyClass(upErr)
 				return nil, upErr
@@ -235,7 +239,7 @@ func (e *Engine) handshake(ctx context.Context, a *Args, t *Tunnel) (*tls.Conn, 
 			return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert, NextProtos: protos}, nil
 		},
 	}
-	client := tls.Server(a.Client, cfg)
+	client := tls.Server(clientConn, cfg)
 	if err := client.HandshakeContext(ctx); err != nil {
 		if upErr != nil {
 			return nil, nil, upErr
@@ -244,9 +248,9 @@ func (e *Engine) handshake(ctx context.Context, a *Args, t *Tunnel) (*tls.Conn, 
 			t.Outcome = OutcomeClientTLSFailed
 		}
 		if leafSent && t.Outcome == OutcomeClientTLSFailed {
-			return nil, nil, fmt.Errorf("%w: tunnel to %q: %s", ErrClientRefusedLeaf, a.Host, clientRefusal(err))
+			return nil, nil, fmt.Errorf("%w: tunnel to %q: %s", ErrClientRefusedLeaf, host, clientRefusal(err))
 		}
-		return nil, nil, fmt.Errorf("inspect: client TLS with %q: %w", a.Host, err)
+		return nil, nil, fmt.Errorf("inspect: client TLS with %q: %w", host, err)
 	}
 	return client, upstream, nil
 }
@@ -286,15 +290,15 @@ func offer(client []string) []string {
 
 // dialTLS opens the TLS connection to the origin over a.Upstream: SNI the
 // tunnel host, full verification against Config.Roots.
-func (e *Engine) dialTLS(ctx context.Context, a *Args, protos []string) (*tls.Conn, error) {
-	c := tls.Client(a.Upstream, &tls.Config{
-		ServerName: a.Host,
+func (e *Engine) dialTLS(ctx context.Context, upstreamConn net.Conn, host string, protos []string) (*tls.Conn, error) {
+	c := tls.Client(upstreamConn, &tls.Config{
+		ServerName: host,
 		RootCAs:    e.cfg.Roots,
 		NextProtos: protos,
 		MinVersion: tls.VersionTLS12,
 	})
 	if err := c.HandshakeContext(ctx); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrUpstreamTLS, a.Host, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrUpstreamTLS, host, err)
 	}
 	return c, nil
 }

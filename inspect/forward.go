@@ -51,7 +51,7 @@ func outgoing(ctx context.Context, req *http.Request, host string) *http.Request
 // (a credential, docs/design.md "Credentials"), and reports whether the
 // client had sent one. The value slice is shared: net/http and
 // x/net/http2 only read it.
-func setHeader(out *http.Request, v Verdict) bool {
+func setHeader[D any](out *http.Request, v Verdict[D]) bool {
 	if v.SetHeader == "" {
 		return false
 	}
@@ -61,7 +61,7 @@ func setHeader(out *http.Request, v Verdict) bool {
 }
 
 // refusalStatus is the status of a refusal: the verdict's, else 403.
-func refusalStatus(v Verdict) int {
+func refusalStatus[D any](v Verdict[D]) int {
 	if v.Status != 0 {
 		return v.Status
 	}

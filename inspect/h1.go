@@ -17,9 +17,9 @@ import (
 )
 
 // session is one inspected tunnel after both handshakes.
-type session struct {
+type session[D any] struct {
 	e                *Engine
-	a                *Args
+	a                *Args[D]
 	t                *Tunnel
 	client, upstream *tls.Conn
 
@@ -32,7 +32,7 @@ type session struct {
 	uplim headLimit
 }
 
-func (s *session) countRequest() { s.requests.Add(1) }
+func (s *session[D]) countRequest() { s.requests.Add(1) }
 
 // maxDiscard is how much of a refused request's body is read to keep the
 // connection in step; a longer body closes the connection instead.
@@ -48,7 +48,7 @@ const maxDiscard = 1 << 20
 // TLS connections): the wait for the next request is a one-byte read, and
 // the head, read and write buffers come from the engine's pools for the
 // exchange.
-func (s *session) serveH1(ctx context.Context) error {
+func (s *session[D]) serveH1(ctx context.Context) error {
 	var (
 		first [1]byte
 		br    *bufio.Reader // non-nil while it holds bytes of the next request
@@ -90,7 +90,7 @@ func (s *session) serveH1(ctx context.Context) error {
 }
 
 // oneH1 reads, decides and relays one request from br.
-func (s *session) oneH1(br *bufio.Reader) (bool, error) {
+func (s *session[D]) oneH1(br *bufio.Reader) (bool, error) {
 	cw := s.e.pools.getWriter(s.client)
 	defer s.e.pools.putWriter(cw)
 	head, err := peekHead(br)
@@ -141,7 +141,7 @@ func (s *session) oneH1(br *bufio.Reader) (bool, error) {
 
 // exchangeH1 handles one request; keep says the connection may carry
 // another.
-func (s *session) exchangeH1(req *http.Request, fieldMismatch bool, start time.Time, cw *bufio.Writer, ubr *bufio.Reader) (bool, error) {
+func (s *session[D]) exchangeH1(req *http.Request, fieldMismatch bool, start time.Time, cw *bufio.Writer, ubr *bufio.Reader) (bool, error) {
 	x, body := s.begin(req, fieldMismatch, start, "HTTP/1.1")
 	defer s.end(x, body)
 	if !x.Verdict.Allow {
@@ -202,7 +202,7 @@ func (s *session) exchangeH1(req *http.Request, fieldMismatch bool, start time.T
 		x.RedirectHost, x.RedirectAmbiguous = redirectHost(resp.Header.Get("Location"), s.a.Host)
 	}
 	removeHopByHop(resp.Header)
-	rb := &idleBody{countReader: countReader{r: resp.Body}, s: s, ubr: ubr, cw: cw}
+	rb := &idleBody{countReader: countReader{r: resp.Body}, idle: s.e.cfg.IdleTimeout, client: s.client, upstream: s.upstream, ubr: ubr, cw: cw}
 	resp.Body = rb
 	resp.Close = resp.Close || req.Close
 	err = resp.Write(cw)
@@ -239,7 +239,7 @@ func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	}
 }
 
-func (s *session) upstreamFailed(x *Exchange, cw *bufio.Writer, err error) (bool, error) {
+func (s *session[D]) upstreamFailed(x *ExchangeRecord[D], cw *bufio.Writer, err error) (bool, error) {
 	x.Status, x.Error = upstreamStatus(err), err.Error()
 	x.HeadTooLarge = errors.Is(err, http1.ErrResponseHeadTooLarge)
 	writeRefusal(cw, x.Status, "upstream-error", s.a.Host, true)
@@ -250,21 +250,21 @@ func (s *session) upstreamFailed(x *Exchange, cw *bufio.Writer, err error) (bool
 // refuse answers bad-request to a request egressd does not decide (one it
 // could not read, or notRelayed: method is "" when it was not read),
 // records it and closes the tunnel.
-func (s *session) refuse(cw *bufio.Writer, status int, method string, err error) {
+func (s *session[D]) refuse(cw *bufio.Writer, status int, method string, err error) {
 	s.countRequest()
 	writeRefusal(cw, status, reasonBadRequest, s.a.Host, true)
 	cw.Flush()
-	s.record(Exchange{Start: time.Now(), Method: method, Proto: "HTTP/1.1", Status: status,
-		Verdict: Verdict{Reason: reasonBadRequest}, Error: err.Error()})
+	s.record(ExchangeRecord[D]{Start: time.Now(), Method: method, Proto: "HTTP/1.1", Status: status,
+		Verdict: Verdict[D]{Reason: reasonBadRequest}, Error: err.Error()})
 }
 
-// begin counts, checks and decides one request: the Exchange to fill
+// begin counts, checks and decides one request: the ExchangeRecord to fill
 // and the request's body, counted. end records it.
-func (s *session) begin(req *http.Request, fieldMismatch bool, start time.Time, proto string) (*Exchange, *countReader) {
+func (s *session[D]) begin(req *http.Request, fieldMismatch bool, start time.Time, proto string) (*ExchangeRecord[D], *countReader) {
 	s.countRequest()
 	r := s.request(req, proto)
 	r.HostMismatch = r.HostMismatch || fieldMismatch
-	x := &Exchange{Start: start, Method: req.Method, Proto: proto}
+	x := &ExchangeRecord[D]{Start: start, Method: req.Method, Proto: proto}
 	if s.e.cfg.RecordPath {
 		x.Path = recordPath(r.Target)
 	}
@@ -274,14 +274,14 @@ func (s *session) begin(req *http.Request, fieldMismatch bool, start time.Time, 
 	return x, body
 }
 
-func (s *session) end(x *Exchange, body *countReader) {
+func (s *session[D]) end(x *ExchangeRecord[D], body *countReader) {
 	x.Verdict.SetValue = nil // a credential: never in a record
 	x.Duration = time.Since(x.Start)
 	x.BytesReceived = body.n.Load()
 	s.record(*x)
 }
 
-func (s *session) record(x Exchange) {
+func (s *session[D]) record(x ExchangeRecord[D]) {
 	if s.a.Record != nil {
 		s.a.Record(x)
 	}
@@ -290,7 +290,7 @@ func (s *session) record(x Exchange) {
 // request builds the Request Decide sees: target in origin form, every
 // Host field net/http kept (HTTP/2's beside :authority) and the authority
 // checked against the tunnel's host.
-func (s *session) request(req *http.Request, proto string) Request {
+func (s *session[D]) request(req *http.Request, proto string) Request {
 	r := Request{Method: req.Method, Target: originTarget(req.RequestURI), Authority: req.Host, Proto: proto}
 	r.HostMismatch = !authorityMatches(req.Host, s.a.Host, s.a.Port)
 	for _, h := range req.Header.Values("Host") {

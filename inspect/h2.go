@@ -18,7 +18,7 @@ import (
 // side (it refuses connection-specific fields, the HTTP/2 form of the
 // smuggling shapes, RFC 9113 §8.2.2), one x/net/http2 client connection
 // to the origin, each stream decided and recorded on its own.
-func (s *session) serveH2(ctx context.Context) error {
+func (s *session[D]) serveH2(ctx context.Context) error {
 	// The origin's header list (trailers too) is held to the response
 	// head limit: x/net advertises it and stops keeping fields past it
 	// (its default is 10 MB).
@@ -38,7 +38,7 @@ func (s *session) serveH2(ctx context.Context) error {
 	return nil
 }
 
-func (s *session) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2.ClientConn, watch *h2HeadWatch) {
+func (s *session[D]) exchangeH2(w http.ResponseWriter, req *http.Request, cc *http2.ClientConn, watch *h2HeadWatch) {
 	if n := headerListSize(req); n > s.e.cfg.MaxHeadBytes {
 		s.refuseH2(w, req, http.StatusRequestHeaderFieldsTooLarge, reasonBadRequest,
 			fmt.Errorf("%w: %d bytes, over %d", errHeaderListTooLarge, n, s.e.cfg.MaxHeadBytes))

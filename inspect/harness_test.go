@@ -99,7 +99,7 @@ type harness struct {
 
 	mu           sync.Mutex
 	upstreamAddr string // the origin dialled instead of h.origin's (setRawOrigin)
-	exchanges    []Exchange
+	exchanges    []ExchangeRecord[policy.Decision]
 	tunnels      []Tunnel
 	errs         []error
 	done         sync.WaitGroup
@@ -203,20 +203,20 @@ func (h *harness) serve(ctx context.Context, c net.Conn) {
 		return
 	}
 	c.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
-	tr, err := h.engine.Serve(ctx, Args{
+	tr, err := Serve(ctx, h.engine, Args[policy.Decision]{
 		Client: &bufConn{Conn: c, r: br}, Upstream: up, Host: host, Port: port,
-		Decide: func(r Request) Verdict {
+		Decide: func(r Request) Verdict[policy.Decision] {
 			d := h.snap.DecideRequest(tunnel, r.Method, r.Target)
 			if r.HostMismatch {
 				d = tunnel.Deny(policy.ReasonHostMismatch)
 			}
-			v := Verdict{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
+			v := Verdict[policy.Decision]{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
 			if v.Allow && h.cred != nil {
 				v.SetHeader, v.SetValue = "Authorization", h.cred
 			}
 			return v
 		},
-		Record: func(x Exchange) {
+		Record: func(x ExchangeRecord[policy.Decision]) {
 			h.mu.Lock()
 			h.exchanges = append(h.exchanges, x)
 			h.mu.Unlock()
@@ -281,10 +281,10 @@ func (h *harness) goClient(h2 bool) *http.Client {
 }
 
 // exchangesFor returns the recorded exchanges of method and status.
-func (h *harness) exchangesFor(method string) []Exchange {
+func (h *harness) exchangesFor(method string) []ExchangeRecord[policy.Decision] {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []Exchange
+	var out []ExchangeRecord[policy.Decision]
 	for _, x := range h.exchanges {
 		if x.Method == method {
 			out = append(out, x)

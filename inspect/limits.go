@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -193,10 +194,10 @@ func headerListSize(req *http.Request) int {
 
 // refuseH2 answers a stream egressd refuses before deciding it (its header
 // list over the limit) and records it; the tunnel stays up.
-func (s *session) refuseH2(w http.ResponseWriter, req *http.Request, status int, reason string, err error) {
+func (s *session[D]) refuseH2(w http.ResponseWriter, req *http.Request, status int, reason string, err error) {
 	s.countRequest()
-	x := Exchange{Start: time.Now(), Method: req.Method, Proto: "HTTP/2.0", Status: status,
-		Verdict: Verdict{Reason: reason}, Error: err.Error()}
+	x := ExchangeRecord[D]{Start: time.Now(), Method: req.Method, Proto: "HTTP/2.0", Status: status,
+		Verdict: Verdict[D]{Reason: reason}, Error: err.Error()}
 	writeRefusalH2(w, status, reason, s.a.Host)
 	s.record(x)
 }
@@ -219,12 +220,12 @@ func refusalBody(status int, reason, host string) string {
 // refused request (reason rate-limited, no status: HTTP/2 answers it with
 // RST_STREAM, RFC 9113 §5.1.2). x/net names it
 // "stream_<code>_over_max_streams" (or "..._over_max_streams_race").
-func (s *session) countH2Error(kind string) {
+func (s *session[D]) countH2Error(kind string) {
 	if !strings.Contains(kind, "_over_max_streams") {
 		return
 	}
 	s.countRequest()
-	s.record(Exchange{Start: time.Now(), Proto: "HTTP/2.0", Verdict: Verdict{Reason: reasonRateLimited},
+	s.record(ExchangeRecord[D]{Start: time.Now(), Proto: "HTTP/2.0", Verdict: Verdict[D]{Reason: reasonRateLimited},
 		Error: fmt.Sprintf("stream over the %d concurrent streams advertised: reset", s.e.cfg.MaxConcurrentStreams)})
 }
 
@@ -247,10 +248,11 @@ func isTimeout(err error) bool {
 // client as it comes, as on HTTP/2.
 type idleBody struct {
 	countReader
-	s   *session
-	ubr *bufio.Reader
-	cw  *bufio.Writer
-	set time.Time // when the deadlines were last moved on
+	idle             time.Duration // Config.IdleTimeout
+	client, upstream *tls.Conn
+	ubr              *bufio.Reader
+	cw               *bufio.Writer
+	set              time.Time // when the deadlines were last moved on
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
@@ -264,20 +266,20 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	// throughput): a response still moving bytes always has more than
 	// seven eighths of it left. An error here shows on the read or write
 	// that follows.
-	idle := b.s.e.cfg.IdleTimeout
+	idle := b.idle
 	if now := time.Now(); now.Sub(b.set) > idle/8 {
 		b.set = now
 		t := now.Add(idle)
-		_ = b.s.upstream.SetReadDeadline(t)
-		_ = b.s.client.SetWriteDeadline(t)
+		_ = b.upstream.SetReadDeadline(t)
+		_ = b.client.SetWriteDeadline(t)
 	}
 	return b.countReader.Read(p)
 }
 
 // done clears the deadlines the body set, once the response is relayed.
 func (b *idleBody) done() error {
-	if err := b.s.upstream.SetReadDeadline(time.Time{}); err != nil {
+	if err := b.upstream.SetReadDeadline(time.Time{}); err != nil {
 		return err
 	}
-	return b.s.client.SetWriteDeadline(time.Time{})
+	return b.client.SetWriteDeadline(time.Time{})
 }

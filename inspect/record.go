@@ -26,13 +26,14 @@ type Request struct {
 }
 
 // Verdict is Decide's answer: Allow, or a refusal with its reason (sent as
-// X-Egressd-Reason with a 403). Reason is recorded either way; Decision is
-// opaque to the engine and handed back in the Exchange (the caller's
-// policy.Decision, for its record).
-type Verdict struct {
+// X-Egressd-Reason with a 403). Reason is recorded either way; Decision,
+// of the caller's type D, is opaque to the engine and handed back in the
+// ExchangeRecord (the proxy's policy.Decision, for its record): the zero D for
+// a request refused before it was decided.
+type Verdict[D any] struct {
 	Allow    bool
 	Reason   string
-	Decision any
+	Decision D
 	// Status is a refusal's status; zero means 403 (503 for a credential
 	// that is unavailable, docs/design.md "Credentials").
 	Status int
@@ -40,15 +41,15 @@ type Verdict struct {
 	// on an allowed request before it forwards it, replacing any value the
 	// client sent, to SetValue (one value; shared, never modified): the
 	// credential of the deciding rule. The engine drops SetValue before
-	// the Exchange is recorded.
+	// the ExchangeRecord is recorded.
 	SetHeader string
 	SetValue  []string
 }
 
-// Exchange is the record of one HTTP exchange inside an inspected tunnel
+// ExchangeRecord is the record of one HTTP exchange inside an inspected tunnel
 // (a record of kind inspected). It never holds bodies, header values,
 // credentials or query strings.
-type Exchange struct {
+type ExchangeRecord[D any] struct {
 	Start    time.Time
 	Duration time.Duration
 	Method   string
@@ -70,7 +71,7 @@ type Exchange struct {
 	// BytesReceived and BytesSent count body bytes from the client and
 	// to the client.
 	BytesReceived, BytesSent int64
-	Verdict                  Verdict
+	Verdict                  Verdict[D]
 	// Error says what failed upstream or on the client's side; "" if
 	// nothing did.
 	Error string

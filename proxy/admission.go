@@ -15,7 +15,7 @@ func (p *Proxy) admit(ex *exchange, rawHost string, port int) *refusal {
 	ex.port = port
 	a := p.adm.Admit(admit.Request{Client: p.identify(ex), Host: rawHost, Port: port})
 	ex.host = a.Host
-	d := ex.decide(a.Decision)
+	d := ex.fold(a.Decision)
 	if d.Allowed() {
 		return nil
 	}

@@ -31,10 +31,10 @@ func BenchmarkPlainHTTP(b *testing.B) {
 	std := listen(b, "127.0.0.1:0")
 	srv := &http.Server{ErrorLog: quietLog, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ap, _ := netip.ParseAddrPort(r.RemoteAddr)
-		ex := e.p.newExchangeFrom(record.KindHTTP, ap.Addr().Unmap())
+		ex := e.p.newExchange(record.KindHTTP, ap.Addr().Unmap())
 		ex.rec.HTTP = &record.HTTP{Method: r.Method}
 		e.p.handleProxy(w, r, ex)
-		ex.finish(nil)
+		ex.finish(ex.forwardedAfter(false, r.Context().Err() != nil), nil)
 	})}
 	go srv.Serve(std)
 	b.Cleanup(func() { srv.Close() })

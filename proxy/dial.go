@@ -14,22 +14,22 @@ import (
 	"github.com/egressd/egressd/record"
 )
 
-// hop is what the route and dial steps of one request leave for its
+// dialResult is what the route and dial steps of one request leave for its
 // exchange: the route (decision, lookup, addresses), the dialled peer and,
-// when nothing connected, the outcome and the refusal. A value, so that a
-// dial that outlives its request (forward.go) touches no exchange.
-type hop struct {
-	route   admit.Route
-	peer    netip.AddrPort
-	outcome string
-	rf      *refusal
+// when nothing connected, the refusal (a failure's outcome in it). A
+// value, so that a dial that outlives its request (forward.go) touches no
+// exchange.
+type dialResult struct {
+	route admit.Route
+	peer  netip.AddrPort
+	rf    *refusal
 }
 
-// connect runs the pipeline's Route for a request admitted with d (the
-// lookup, once, and policy.Guard.CheckAll over every address) and dials
-// exactly the addresses it permitted, in order, until one connects.
-func (p *Proxy) connect(ctx context.Context, d policy.Decision, host string, port int) (net.Conn, hop) {
-	h := hop{route: p.adm.Route(ctx, d, host, port)}
+// routeAndDial runs the pipeline's Route for a request admitted with d
+// (the lookup, once, and policy.Guard.CheckAll over every address) and
+// dials exactly the addresses it permitted, in order, until one connects.
+func (p *Proxy) routeAndDial(ctx context.Context, d policy.Decision, host string, port int) (net.Conn, dialResult) {
+	h := dialResult{route: p.adm.Route(ctx, d, host, port)}
 	r := &h.route
 	switch {
 	case !r.Decision.Allowed():
@@ -40,8 +40,7 @@ func (p *Proxy) connect(ctx context.Context, d policy.Decision, host string, por
 		h.rf = deny(http.StatusForbidden, r.Decision, fmt.Errorf("%w: %q: %w", ErrDenied, host, why))
 		return nil, h
 	case r.Err != nil:
-		h.outcome = record.OutcomeResolveFailed
-		h.rf = failure(http.StatusBadGateway, h.outcome, fmt.Errorf("%w: %q: %w", ErrResolve, host, r.Err))
+		h.rf = failure(http.StatusBadGateway, record.OutcomeResolveFailed, fmt.Errorf("%w: %q: %w", ErrResolve, host, r.Err))
 		return nil, h
 	}
 	c, peer, timedOut, err := p.dialAddrs(ctx, r.Addrs)
@@ -50,11 +49,9 @@ func (p *Proxy) connect(ctx context.Context, d policy.Decision, host string, por
 		h.peer = peer
 		return c, h
 	case timedOut:
-		h.outcome = record.OutcomeDialTimeout
-		h.rf = failure(http.StatusGatewayTimeout, h.outcome, err)
+		h.rf = failure(http.StatusGatewayTimeout, record.OutcomeDialTimeout, err)
 	default:
-		h.outcome = record.OutcomeDialFailed
-		h.rf = failure(http.StatusBadGateway, h.outcome, err)
+		h.rf = failure(http.StatusBadGateway, record.OutcomeDialFailed, err)
 	}
 	return nil, h
 }
@@ -84,12 +81,17 @@ func (p *Proxy) dialAddrs(ctx context.Context, addrs []netip.AddrPort) (c net.Co
 	return nil, netip.AddrPort{}, timedOut, fmt.Errorf("%w: %w", ErrDial, errors.Join(errs...))
 }
 
-// dialGuarded is connect for the exchange's own goroutine (CONNECT, SNI):
-// what the hop found goes straight into the exchange.
+// dialGuarded is routeAndDial for the exchange's own goroutine (CONNECT,
+// SNI): what it found goes straight into the exchange. A failure once the
+// drain deadline passed is the drain's (outcome drained; its answer still
+// names the failure).
 func (p *Proxy) dialGuarded(ctx context.Context, ex *exchange) (net.Conn, *refusal) {
-	c, h := p.connect(ctx, ex.decision(), ex.host, ex.port)
+	c, h := p.routeAndDial(ctx, ex.decision(), ex.host, ex.port)
 	ex.mu.Lock()
 	ex.applyLocked(&h)
 	ex.mu.Unlock()
+	if rf := h.rf; rf != nil && rf.after != "" && p.cutCtx.Err() != nil {
+		rf.after = record.OutcomeDrained
+	}
 	return c, h.rf
 }

@@ -7,23 +7,25 @@
 // writes one audit record per request or tunnel (and one per exchange of
 // an inspected tunnel).
 //
-// It imports admit (the admission pipeline), policy (decisions), identity,
-// audit, record (the schema), inspect (the inspection engine),
-// internal/http1 (the HTTP/1 server), internal/limit (connections per
-// client), internal/metrics and resolver (the Answer type only). It must not
-// import kube, cmd, dnsserver, certs (tests and benchmarks only) or
-// client-go.
+// It imports admit (the admission pipeline), policy (decisions), identity
+// (its Source, in Config), record (the audit record's schema), audit (the
+// writer, ids, redaction), inspect (the inspection engine), internal/http1
+// (the HTTP/1 server), internal/limit (MaxConnsPerClient and its summary
+// records), internal/metrics and resolver (the Answer type and its rcode
+// names); its own internal/sniff parses first messages. It must not import
+// kube, cmd, dnsserver, certs (tests and benchmarks only) or client-go.
 //
 // Flow, one file per step: the HTTP listeners run on internal/http1's
 // server (http.go implements its Handler: the connection budget, a record
 // for every refused head, each head to CONNECT or a forwarded request)
 // → identify and admit (admission.go: admit.Pipeline.Admit) → resolve,
-// guard and dial exactly the checked addresses (dial.go:
-// admit.Pipeline.Route, dialAddrs) → refuse (refusal.go) or relay: a
+// guard and dial exactly the checked addresses (dial.go: routeAndDial,
+// admit.Pipeline.Route then dialAddrs) → refuse (refusal.go) or relay: a
 // tunnel (handler.go: serveConnect, Conn.Hijack; tunnel*.go: first
 // message, TLS and Host checks, server flight) or a forwarded request
-// (handler.go: serveRequest; forward.go) → one record (exchange.go).
+// (handler.go: serveRequest; forward.go) → one record (exchange.go:
+// finish, its outcome by record.OutcomeOf).
 // Revalidate (revoke.go) decides open ones again with
-// admit.Pipeline.Redecide. docs/architecture.md, "Proxy request flow", has
-// the steps in detail.
+// admit.Pipeline.Redecide and folds the result in (exchange.revoke).
+// docs/architecture.md, "Proxy request flow", has the steps in detail.
 package proxy

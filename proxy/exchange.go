@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -25,12 +24,13 @@ type exchange struct {
 	// identified is set once identify has looked src up.
 	identified bool
 	// dec is the request's one decision, under mu: the zero Decision until
-	// admission, then replaced only through decide (policy.Decision.Then).
+	// admission, then replaced only through fold (policy.Decision.Then).
 	// Tunnels, revocation and forwarded requests all hold this one.
 	dec policy.Decision
-	// outcome is what happened after the decision (record.Outcome*); empty
-	// means refused for a denial and ok otherwise (see outcomeOf).
-	outcome string
+	// peer is the dialled address, under mu: set by the dial step
+	// (applyLocked), fixed once a tunnel starts. The record's peer is made
+	// from it when the record is.
+	peer    netip.AddrPort
 	host    string // normalized destination (or raw, when invalid)
 	port    int
 	written atomic.Bool
@@ -42,25 +42,28 @@ type exchange struct {
 	idle *idleWatch
 	// bodyErr is the origin's failure inside its response body; under mu.
 	bodyErr error
+	// failure is the outcome of a forwarded request's refusal after its
+	// allowed decision (route, dial or upstream: errorHandler); under mu.
+	failure string
 
 	// live is the forwarded request's own context. The Transport dials on
 	// context.WithoutCancel (Go 1.23+), so a dial may outlive the request
 	// and its record: dialForTransport copies its results into the
-	// exchange under mu, only while live has not ended and done (set by
-	// finish under mu) is false.
+	// exchange under mu, only while live has not ended and the exchange
+	// is not closed.
 	live context.Context
 	mu   sync.Mutex
-	done bool
+	// closed: the exchange takes nothing more from revocation or a late
+	// dial; set when its tunnel's connections close (tunnel.closeBoth), its
+	// forwarding returns (watchRequest) or its record is written (finish).
+	// revoked: a revalidation pass cut it (revoke). Both under mu.
+	closed, revoked bool
 }
 
-// newExchange starts the exchange of a request or tunnel from remote: its
-// id and start are set now, at admission, so that interim records and the
-// end record share them.
-func (p *Proxy) newExchange(kind string, remote net.Addr) *exchange {
-	return p.newExchangeFrom(kind, addrOf(remote))
-}
-
-func (p *Proxy) newExchangeFrom(kind string, src netip.Addr) *exchange {
+// newExchange starts the exchange of a request or tunnel from src (the
+// connection's admit.SourceAddr): its id and start are set now, at
+// admission, so that interim records and the end record share them.
+func (p *Proxy) newExchange(kind string, src netip.Addr) *exchange {
 	ex := &exchange{p: p, start: time.Now(), src: src}
 	ex.rec.ID = audit.NewID()
 	ex.rec.Start = ex.start
@@ -82,22 +85,6 @@ func (p *Proxy) identify(ex *exchange) *policy.Client {
 	return ex.client
 }
 
-// addrOf returns the IP of a connection's remote address.
-func addrOf(a net.Addr) netip.Addr {
-	switch v := a.(type) {
-	case *net.TCPAddr:
-		ip, _ := netip.AddrFromSlice(v.IP)
-		return ip.Unmap()
-	case nil:
-		return netip.Addr{}
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}
-
 // noDecision is the decision of an exchange that ended before any step
 // decided: its request never named a destination.
 var noDecision = policy.Denied(policy.ReasonBadRequest)
@@ -116,35 +103,84 @@ func (ex *exchange) decisionLocked() policy.Decision {
 	return ex.dec
 }
 
-// decide folds the decision of a later step (admission, guard, TLS or Host
+// fold folds the decision of a later step (admission, guard, TLS or Host
 // check, a refusal, revocation) into the one in force and returns the
 // result: policy.Decision.Then, the one place of "keep the first reason
 // enforce would give".
-func (ex *exchange) decide(next policy.Decision) policy.Decision {
+func (ex *exchange) fold(next policy.Decision) policy.Decision {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	return ex.decideLocked(next)
+	return ex.foldLocked(next)
 }
 
-func (ex *exchange) decideLocked(next policy.Decision) policy.Decision {
+func (ex *exchange) foldLocked(next policy.Decision) policy.Decision {
 	ex.dec = ex.dec.Then(next)
 	return ex.dec
 }
 
-// applyLocked puts what a hop found into the exchange: its decision, the
-// lookup's answer, the dialled peer and the outcome of a failure. ex.mu is
-// held.
-func (ex *exchange) applyLocked(h *hop) {
-	ex.decideLocked(h.route.Decision)
+// applyLocked puts what routeAndDial found into the exchange: its
+// decision, the lookup's answer and the dialled peer (a failure comes back
+// as the result's refusal). ex.mu is held.
+func (ex *exchange) applyLocked(h *dialResult) {
+	ex.foldLocked(h.route.Decision)
 	if h.route.Looked {
 		ex.setDNS(h.route.Answer)
 	}
 	if h.peer.IsValid() {
-		ex.rec.Peer = h.peer.String()
+		ex.peer = h.peer
 	}
-	if h.outcome != "" {
-		ex.outcome = h.outcome
+}
+
+// dialled is the dialled address; the zero AddrPort before a dial
+// connected.
+func (ex *exchange) dialled() netip.AddrPort {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.peer
+}
+
+// peerText is the record's peer of the dialled address p.
+func peerText(p netip.AddrPort) string {
+	if !p.IsValid() {
+		return ""
 	}
+	return p.String()
+}
+
+// close ends the exchange for revocation and late dials (closed).
+func (ex *exchange) close() {
+	ex.mu.Lock()
+	ex.closed = true
+	ex.mu.Unlock()
+}
+
+// revoke folds a revalidation pass's new decision d into the exchange:
+// true when enforce mode ends the exchange now, which is then revoked. In
+// audit mode a denial keeps it open and its record says would_deny
+// (unless it says so already: policy.Decision.Then keeps the first
+// reason). A closed or revoked exchange takes nothing.
+func (ex *exchange) revoke(d policy.Decision) bool {
+	if d.Allowed() && !d.WouldDeny {
+		return false
+	}
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.closed || ex.revoked {
+		return false
+	}
+	ex.foldLocked(d)
+	if d.Allowed() {
+		return false
+	}
+	ex.revoked = true
+	return true
+}
+
+// isRevoked reports whether a revalidation pass revoked the exchange.
+func (ex *exchange) isRevoked() bool {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.revoked
 }
 
 // who names the client in a refusal body.
@@ -191,6 +227,7 @@ func (ex *exchange) snapshot() record.Record {
 	ex.mu.Lock()
 	r := ex.rec
 	dec := ex.decisionLocked()
+	r.Peer = peerText(ex.peer)
 	if r.HTTP != nil {
 		h := *r.HTTP
 		r.HTTP = &h
@@ -221,23 +258,25 @@ func (ex *exchange) setDNS(a resolver.Answer) {
 	ex.rec.DNS = d
 }
 
-// finish writes the record exactly once: the decision, the outcome, the
-// end state and the counters. err, when not nil, goes in redacted.
-func (ex *exchange) finish(err error) {
+// finish writes the record exactly once: the decision, the outcome (of
+// the decision and after, what happened once decided: record.OutcomeOf),
+// the end state and the counters. err, when not nil, goes in redacted.
+func (ex *exchange) finish(after string, err error) {
 	if !ex.written.CompareAndSwap(false, true) {
 		return
 	}
 	ex.mu.Lock() // after a late dial's copy, if any; none comes after
-	ex.done = true
-	dec := ex.decisionLocked()
+	ex.closed = true
+	dec, peer := ex.decisionLocked(), ex.peer
 	ex.mu.Unlock()
 	r := &ex.rec
 	if !ex.identified {
 		ex.p.identify(ex)
 	}
 	r.Host, r.Port = ex.host, ex.port
+	r.Peer = peerText(peer)
 	r.SetDecision(dec)
-	r.Outcome = ex.outcomeOf(dec, err)
+	r.Outcome = record.OutcomeOf(dec, after)
 	if err != nil && r.Error == "" {
 		r.Error = audit.RedactText(err.Error())
 	}
@@ -253,23 +292,18 @@ func (ex *exchange) finish(err error) {
 	ex.p.cfg.Audit.Write(r)
 }
 
-// outcomeOf is the record's outcome: revoked when a policy or identity
-// change cut the exchange (its decision, the new one, is a denial), refused
-// for another denial (an audit-mode allow with would_deny was not
-// refused), else what the exchange set, else what its error says (idle
-// timeout, drain cut), else ok.
-func (ex *exchange) outcomeOf(dec policy.Decision, err error) string {
+// afterOf is what an exchange's error says happened once it was decided:
+// a refusal's failure (route, dial, upstream, the drain), the idle
+// timeout, the drain cut; "" for none of them.
+func afterOf(err error) string {
+	if rf, ok := errors.AsType[*refusal](err); ok {
+		return rf.after
+	}
 	switch {
-	case ex.outcome == record.OutcomeRevoked:
-		return ex.outcome
-	case !dec.Allowed():
-		return record.OutcomeRefused
-	case ex.outcome != "":
-		return ex.outcome
 	case errors.Is(err, ErrIdle):
 		return record.OutcomeIdleTimeout
 	case errors.Is(err, ErrCut):
 		return record.OutcomeDrained
 	}
-	return record.OutcomeOK
+	return ""
 }

@@ -73,7 +73,7 @@ func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net
 	}
 	ex.mu.Lock()
 	live := ex.live
-	if ex.done || live.Err() != nil {
+	if ex.closed || live.Err() != nil {
 		ex.mu.Unlock()
 		return nil, fmt.Errorf("proxy: dial %s: request ended: %w", addr, context.Canceled)
 	}
@@ -82,11 +82,11 @@ func (p *Proxy) dialForTransport(ctx context.Context, network, addr string) (net
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(live, cancel)()
-	c, h := p.connect(ctx, dec, host, port)
+	c, h := p.routeAndDial(ctx, dec, host, port)
 
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	if ex.done || live.Err() != nil {
+	if ex.closed || live.Err() != nil {
 		if c != nil {
 			c.Close()
 		}
@@ -171,8 +171,11 @@ func (f *forwarder) errorHandler(w http.ResponseWriter, r *http.Request, err err
 			err = fmt.Errorf("%w: over %d bytes", http1.ErrResponseHeadTooLarge, f.p.cfg.maxResponseHeadBytes())
 			f.p.m.ResponseHeadsTooLarge.WithLabelValues(record.KindHTTP).Inc()
 		}
-		rf = ex.upstreamFailure(status, record.OutcomeUpstreamError, fmt.Errorf("%w: %w", ErrUpstream, err))
+		rf = failure(status, record.OutcomeUpstreamError, fmt.Errorf("%w: %w", ErrUpstream, err))
 	}
+	ex.mu.Lock()
+	ex.failure = rf.after // "" for the dial's denial
+	ex.mu.Unlock()
 	ex.setError(err.Error())
 	writeRefusal(w, ex, rf)
 }
@@ -275,17 +278,37 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange, ho
 	ex.idle = newIdleWatch(p.cfg.IdleTimeout, cancel)
 	defer ex.idle.stop()
 	ex.live = ctx // before the Transport's dial goroutine starts
-	defer func() {
-		ex.rec.BytesSent, ex.rec.BytesReceived = ex.sent.Load(), ex.recv.Load()
-		if ex.idle.fired.Load() {
-			ex.outcome = record.OutcomeIdleTimeout
-			ex.rec.Error = ErrIdle.Error()
-		} else if err := ex.upstreamErr(); err != nil && ex.outcome == "" && r.Context().Err() == nil {
-			ex.outcome = record.OutcomeUpstreamError
-			ex.rec.Error = audit.RedactText(fmt.Errorf("%w: %w", ErrUpstream, err).Error())
-		}
-	}()
+	defer func() { ex.rec.BytesSent, ex.rec.BytesReceived = ex.sent.Load(), ex.recv.Load() }()
 	p.fwd.rp.ServeHTTP(countingWriter{ResponseWriter: w, ex: ex}, r.WithContext(ctx))
+}
+
+// forwardedAfter is what happened to a plain HTTP request once it was
+// decided, the one place that says it (its record's outcome:
+// record.OutcomeOf), when its handler returned: revoked by a revalidation
+// pass; cut at the drain deadline (cut); idle for IdleTimeout; refused
+// after its decision (route, dial or upstream failure: errorHandler); an
+// origin that failed inside its body while the client stayed (left: the
+// client's side ended). The record's error says which. "" for none.
+func (ex *exchange) forwardedAfter(cut, left bool) string {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	switch {
+	case ex.revoked:
+		ex.rec.Error = ErrRevoked.Error()
+		return record.OutcomeRevoked
+	case cut:
+		ex.rec.Error = ErrCut.Error()
+		return record.OutcomeDrained
+	case ex.idle != nil && ex.idle.fired.Load():
+		ex.rec.Error = ErrIdle.Error()
+		return record.OutcomeIdleTimeout
+	case ex.failure != "":
+		return ex.failure
+	case ex.bodyErr != nil && !left:
+		ex.rec.Error = audit.RedactText(fmt.Errorf("%w: %w", ErrUpstream, ex.bodyErr).Error())
+		return record.OutcomeUpstreamError
+	}
+	return ""
 }
 
 // idleWatch ends a streaming plain HTTP response when no byte moved either
@@ -358,7 +381,7 @@ func hostHeader(host string, port int) string {
 func (p *Proxy) badRequest(ex *exchange, rawHost string, err error) *refusal {
 	ex.host = admit.RecordedHost(rawHost)
 	p.identify(ex)
-	return deny(http.StatusBadRequest, ex.decide(policy.Denied(policy.ReasonBadRequest)), err)
+	return deny(http.StatusBadRequest, ex.fold(policy.Denied(policy.ReasonBadRequest)), err)
 }
 
 // refuseBadRequest answers 400 bad-request through w (badRequest).

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/policy"
@@ -20,12 +21,12 @@ var connectEstablished = []byte("HTTP/1.1 200 Connection established\r\n\r\n")
 // is answered and the connection closes.
 func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 	nc := c.NetConn()
-	ex := p.newExchangeFrom(record.KindConnect, addrOf(nc.RemoteAddr()))
+	ex := p.newExchange(record.KindConnect, admit.SourceAddr(nc.RemoteAddr()))
 	ex.rec.HTTP = &record.HTTP{Method: http.MethodConnect}
 	ex.rec.Probe = sanitizeProbe(head.Captured)
 	refuse := func(rf *refusal) {
 		_, _ = nc.Write(appendRefusal(nil, ex, rf))
-		ex.finish(rf.err)
+		ex.finish(rf.after, rf.err)
 	}
 	host, port, absolute, err := http1.ConnectTarget(head.Target)
 	if err != nil {
@@ -41,7 +42,7 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 		// The decision above named the host the URI names (a metadata
 		// address is refused as metadata); allowed or not, an absolute
 		// URI is no CONNECT target (RFC 9112 §3.2.3).
-		d := ex.decide(policy.Denied(policy.ReasonBadRequest))
+		d := ex.fold(policy.Denied(policy.ReasonBadRequest))
 		refuse(deny(http.StatusBadRequest, d, errors.New("CONNECT target is an absolute URI, want host:port")))
 		return
 	}
@@ -50,18 +51,14 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 	// is seen when the 200 is written.
 	up, rf := p.dialGuarded(p.cutCtx, ex)
 	if rf != nil {
-		if ex.decision().Allowed() && p.cutCtx.Err() != nil {
-			ex.outcome = record.OutcomeDrained // the drain deadline ended the dial
-		}
 		refuse(rf)
 		return
 	}
-	t := newTunnel(p, nc)
-	t.ex = ex
+	t := newTunnel(p, nc, ex)
 	t.upstream = up
 	if !p.track(t) {
 		up.Close()
-		refuse(ex.upstreamFailure(http.StatusServiceUnavailable, record.OutcomeDrained, ErrClosed))
+		refuse(failure(http.StatusServiceUnavailable, record.OutcomeDrained, ErrClosed))
 		return
 	}
 	// pre: a client that sent its ClientHello with the CONNECT (no wait
@@ -84,18 +81,18 @@ func (p *Proxy) serveConnect(c *http1.Conn, head *http1.Head) {
 
 // serveRequest serves one plain HTTP request of c: absolute-form on the
 // proxy listener (port 0), Host-based on a Host listener. internal/http1
-// frames it (Conn.Begin, Exchange.Finish); the handler decides and
+// frames it (Conn.Begin, ServedRequest.Finish); the handler decides and
 // forwards it.
 func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 	nc := c.NetConn()
-	ex := p.newExchangeFrom(record.KindHTTP, addrOf(nc.RemoteAddr()))
+	ex := p.newExchange(record.KindHTTP, admit.SourceAddr(nc.RemoteAddr()))
 	ex.rec.Probe = sanitizeProbe(head.Captured)
 	ex.rec.HTTP = &record.HTTP{Method: head.Method}
 	u, err := url.ParseRequestURI(head.Target)
 	if err != nil {
 		rf := p.badRequest(ex, http1.AuthorityHost(head.Target, false), err)
 		_, _ = nc.Write(appendRefusal(nil, ex, rf))
-		ex.finish(err)
+		ex.finish("", err)
 		return
 	}
 	if p.cfg.AuditHTTPPath == HTTPPathFull {
@@ -115,14 +112,14 @@ func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 		}
 	}()
 	gone := x.ClientGone()
-	cut := p.cutCtx.Err() != nil && req.Context().Err() != nil
+	left := req.Context().Err() != nil
+	// Still running at the drain deadline: whatever failed followed from
+	// the cut.
+	cut := p.cutCtx.Err() != nil && left
 	x.Finish(ex.upstreamBroken() || cut || v != nil)
+	after := ex.forwardedAfter(cut, left)
 	switch {
 	case cut:
-		// Still running at the drain deadline: whatever failed followed
-		// from the cut.
-		ex.outcome = record.OutcomeDrained
-		ex.rec.Error = ErrCut.Error()
 	case v == http.ErrAbortHandler:
 		// ReverseProxy's way to say the response could not be completed.
 		if ex.rec.Error == "" {
@@ -134,7 +131,7 @@ func (p *Proxy) serveRequest(c *http1.Conn, head *http1.Head, port int) {
 	case gone && ex.rec.Error == "":
 		ex.rec.Error = "client aborted"
 	}
-	ex.finish(nil)
+	ex.finish(after, nil)
 }
 
 // handleProxy serves an absolute-form HTTP request on the proxy listener.

@@ -34,7 +34,7 @@ func (p *Proxy) serveHTTP(ln net.Listener, port int) error {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	p.mu.Lock()
-	if p.draining {
+	if p.draining.Load() {
 		p.mu.Unlock()
 		return ErrClosed
 	}
@@ -49,9 +49,10 @@ func (p *Proxy) serveHTTP(ln net.Listener, port int) error {
 // Open takes a MaxConnsPerClient slot for the connection, or refuses it
 // (429, counted in the client's summary record).
 func (h *httpHandler) Open(c net.Conn) (func(), bool) {
-	release := h.p.limit.Acquire(addrOf(c.RemoteAddr()))
+	src := admit.SourceAddr(c.RemoteAddr())
+	release := h.p.limit.Acquire(src)
 	if release == nil {
-		h.p.refuseOverLimit(c, record.KindHTTP, true)
+		h.p.refuseOverLimit(c, src, record.KindHTTP, true)
 		return nil, false
 	}
 	return release, true
@@ -76,7 +77,7 @@ func (h *httpHandler) Refused(c *http1.Conn, he *http1.HeadError) {
 		kind = record.KindConnect
 	}
 	nc := c.NetConn()
-	ex := p.newExchangeFrom(kind, addrOf(nc.RemoteAddr()))
+	ex := p.newExchange(kind, admit.SourceAddr(nc.RemoteAddr()))
 	ex.host = admit.RecordedHost(he.Host)
 	ex.rec.HTTP = &record.HTTP{Method: he.Method}
 	p.identify(ex)
@@ -86,7 +87,7 @@ func (h *httpHandler) Refused(c *http1.Conn, he *http1.HeadError) {
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = nc.Write(appendRefusal(nil, ex, rf))
 	}
-	ex.finish(nil)
+	ex.finish("", nil)
 }
 
 // probeHeader marks a request made by egressd probe; its value is recorded

@@ -31,21 +31,17 @@ func (t *tunnel) serveInspected() {
 	ex := t.ex
 	client := &countingConn{Conn: t.client, t: t, pre: t.replay}
 	t.replay = nil
-	tun, err := t.p.cfg.Inspect.Serve(t.p.cutCtx, inspect.Args{
+	tun, err := inspect.Serve(t.p.cutCtx, t.p.cfg.Inspect, inspect.Args[policy.Decision]{
 		Client: client, Upstream: t.upstream,
 		Host: ex.host, Port: ex.port,
 		Decide: t.decideRequest, Record: t.recordExchange,
 		Established: t.established, Requests: &t.inspReqs,
 	})
 	t.mu.Lock()
-	t.inspected = &tun
+	t.inspected = &tun // its outcome is the tunnel's (afterLocked)
 	t.mu.Unlock()
-	switch tun.Outcome {
-	case inspect.OutcomeUpstreamTLSFailed:
-		ex.outcome = record.OutcomeUpstreamTLSFailed
+	if tun.Outcome == inspect.OutcomeUpstreamTLSFailed {
 		ex.setError("upstream TLS: " + tun.VerifyError)
-	case inspect.OutcomeClientTLSFailed:
-		ex.outcome = record.OutcomeClientTLSFailed
 	}
 	if err != nil && !t.closedByUs() {
 		t.fail(err)
@@ -67,7 +63,7 @@ func (t *tunnel) established(tun inspect.Tunnel) {
 func (t *tunnel) closedByUs() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.closed || t.revoked
+	return t.closed || t.ex.isRevoked()
 }
 
 // decideRequest decides one request inside an inspected tunnel by the one
@@ -76,7 +72,7 @@ func (t *tunnel) closedByUs() bool {
 // on (so that the rule index names a rule of the snapshot that decides the
 // request), then host-mismatch through Decision.Deny (audit mode softens
 // it, as on the plain-HTTP path), else Snapshot.DecideRequest.
-func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
+func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict[policy.Decision] {
 	snap := t.p.cfg.Policy()
 	d := t.tunnelDecision(snap)
 	if r.HostMismatch {
@@ -86,7 +82,7 @@ func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
 	}
 	c := d.AddsCredential()
 	if c == nil {
-		return inspect.Verdict{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
+		return inspect.Verdict[policy.Decision]{Allow: d.Allowed(), Reason: string(d.Reason), Decision: d}
 	}
 	// The rule adds a credential: sent with it, or not at all (fail
 	// closed, in every mode: ReasonCredentialUnavailable is Never).
@@ -99,9 +95,9 @@ func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
 	}
 	if !ok {
 		d = d.Deny(policy.ReasonCredentialUnavailable)
-		return inspect.Verdict{Reason: string(d.Reason), Decision: d, Status: http.StatusServiceUnavailable}
+		return inspect.Verdict[policy.Decision]{Reason: string(d.Reason), Decision: d, Status: http.StatusServiceUnavailable}
 	}
-	return inspect.Verdict{Allow: true, Reason: string(d.Reason), Decision: d, SetHeader: c.Header, SetValue: v}
+	return inspect.Verdict[policy.Decision]{Allow: true, Reason: string(d.Reason), Decision: d, SetHeader: c.Header, SetValue: v}
 }
 
 // tunnelDecision is the tunnel's decision for a request decided against
@@ -109,13 +105,13 @@ func (t *tunnel) decideRequest(r inspect.Request) inspect.Verdict {
 // streams concurrently: under t.mu).
 func (t *tunnel) tunnelDecision(snap *policy.Snapshot) policy.Decision {
 	t.mu.Lock()
-	cached, d, peer := t.inspSnap, t.inspDec, t.peer
+	cached, d := t.inspSnap, t.inspDec
 	t.mu.Unlock()
 	if cached == snap {
 		return t.ex.decision().Then(d)
 	}
-	ex := t.ex
-	d = t.p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer)
+	ex := t.ex // src, host, port and peer are fixed once admitted
+	d = t.p.adm.Redecide(snap, ex.src, ex.host, ex.port, ex.peer)
 	t.mu.Lock()
 	t.inspSnap, t.inspDec = snap, d
 	t.mu.Unlock()
@@ -124,21 +120,21 @@ func (t *tunnel) tunnelDecision(snap *policy.Snapshot) policy.Decision {
 
 // recordExchange writes the record of one HTTP exchange inside the tunnel
 // (kind inspected, tunnel = the tunnel's id). The engine puts no header
-// value, body or query in an Exchange; the error is redacted as every
+// value, body or query in an ExchangeRecord; the error is redacted as every
 // other.
-func (t *tunnel) recordExchange(x inspect.Exchange) {
+func (t *tunnel) recordExchange(x inspect.ExchangeRecord[policy.Decision]) {
 	ex := t.ex
 	r := record.Record{
 		ID: audit.NewID(), Start: x.Start, Kind: record.KindInspected, Tunnel: ex.rec.ID,
-		Client: ex.rec.Client, Host: ex.host, Port: ex.port, Mode: ex.rec.Mode, Peer: ex.rec.Peer,
+		Client: ex.rec.Client, Host: ex.host, Port: ex.port, Mode: ex.rec.Mode, Peer: peerText(ex.peer),
 		Probe: ex.rec.Probe, // an exchange in egressd probe's tunnel is the probe's
 		HTTP: &record.HTTP{Method: x.Method, Path: x.Path, Status: x.Status,
 			RedirectHost: x.RedirectHost, RedirectAmbiguous: x.RedirectAmbiguous, Proto: x.Proto},
 		BytesSent: x.BytesReceived, BytesReceived: x.BytesSent,
 		DurationMS: float64(x.Duration.Microseconds()) / 1000,
 	}
-	d, ok := x.Verdict.Decision.(policy.Decision)
-	if !ok {
+	d := x.Verdict.Decision
+	if d.Verdict == "" {
 		// A request the engine refused before it could be decided (a head
 		// that does not parse): refused in every mode.
 		d = policy.Denied(policy.Reason(x.Verdict.Reason))
@@ -147,16 +143,14 @@ func (t *tunnel) recordExchange(x inspect.Exchange) {
 	if c := d.Credential; c != nil && (d.AddsCredential() != nil || d.Reason == policy.ReasonCredentialUnavailable) {
 		r.HTTP.Credential, r.HTTP.CredentialReplaced = c.Name, x.Replaced
 	}
+	after := ""
 	switch {
-	case !d.Allowed():
-		r.Outcome = record.OutcomeRefused
 	case x.Idle:
-		r.Outcome = record.OutcomeIdleTimeout
+		after = record.OutcomeIdleTimeout
 	case x.Error != "":
-		r.Outcome = record.OutcomeUpstreamError
-	default:
-		r.Outcome = record.OutcomeOK
+		after = record.OutcomeUpstreamError
 	}
+	r.Outcome = record.OutcomeOf(d, after)
 	if x.Error != "" {
 		r.Error = audit.RedactText(x.Error)
 	}

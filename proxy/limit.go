@@ -3,6 +3,7 @@ package proxy
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -25,8 +26,8 @@ var tooManyConns = func() []byte {
 // per refused connection, so that a pod cannot flood the audit log by being
 // refused. The answer is written in its own goroutine so that a client
 // that does not read cannot stall the accept loop.
-func (p *Proxy) refuseOverLimit(c net.Conn, kind string, answer bool) {
-	p.overLimit.Add(limit.Key{Src: addrOf(c.RemoteAddr()), Kind: kind, Reason: string(policy.ReasonRateLimited)})
+func (p *Proxy) refuseOverLimit(c net.Conn, src netip.Addr, kind string, answer bool) {
+	p.overLimit.Add(limit.Key{Src: src, Kind: kind, Reason: string(policy.ReasonRateLimited)})
 	if !answer {
 		c.Close()
 		return
@@ -41,13 +42,13 @@ func (p *Proxy) refuseOverLimit(c net.Conn, kind string, answer bool) {
 // emitOverLimit writes the summary record of one client's refused
 // connections of one kind.
 func (p *Proxy) emitOverLimit(k limit.Key, count int64, first time.Time) {
-	ex := p.newExchangeFrom(k.Kind, k.Src)
+	ex := p.newExchange(k.Kind, k.Src)
 	ex.start, ex.rec.Start = first, first
-	ex.decide(policy.Denied(policy.ReasonRateLimited))
+	ex.fold(policy.Denied(policy.ReasonRateLimited))
 	ex.rec.Count = count
 	if k.Kind != record.KindSNI {
 		ex.rec.HTTP = &record.HTTP{Status: http.StatusTooManyRequests}
 	}
 	ex.rec.Error = "over " + strconv.Itoa(p.cfg.MaxConnsPerClient) + " open connections from this client"
-	ex.finish(nil)
+	ex.finish("", nil)
 }

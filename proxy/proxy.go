@@ -33,8 +33,11 @@ type Proxy struct {
 	fwd   *forwarder
 	limit *limit.Conns
 
-	mu        sync.Mutex
-	draining  bool
+	mu sync.Mutex
+	// draining is set once, under mu, when Shutdown begins; read without
+	// mu by the accept loops (Draining), under mu where a registration
+	// must not race it (track, serveHTTP, ServeSNI).
+	draining  atomic.Bool
 	servers   map[*http1.Server]struct{}
 	listeners map[net.Listener]struct{}
 	tunnels   map[*tunnel]struct{}
@@ -49,8 +52,7 @@ type Proxy struct {
 	// open counts tracked tunnels and transparent connections; Shutdown
 	// waits for it. Add happens only under mu while not draining, so Wait
 	// never races a first Add.
-	open      sync.WaitGroup
-	drainFlag atomic.Bool
+	open sync.WaitGroup
 	// cutCtx ends at the drain deadline; every request's context (and so
 	// its lookup, dial and upstream request) is cancelled with it.
 	cutCtx      context.Context
@@ -126,7 +128,7 @@ func (p *Proxy) ServeSNI(ln net.Listener, port int) error {
 		return fmt.Errorf("proxy: SNI port %d: want 1-65535", port)
 	}
 	p.mu.Lock()
-	if p.draining {
+	if p.draining.Load() {
 		p.mu.Unlock()
 		return ErrClosed
 	}
@@ -140,12 +142,13 @@ func (p *Proxy) ServeSNI(ln net.Listener, port int) error {
 		if err != nil {
 			return fmt.Errorf("proxy: SNI listener: %w", err)
 		}
-		release := p.limit.Acquire(addrOf(c.RemoteAddr()))
+		src := admit.SourceAddr(c.RemoteAddr())
+		release := p.limit.Acquire(src)
 		if release == nil {
-			p.refuseOverLimit(c, record.KindSNI, false)
+			p.refuseOverLimit(c, src, record.KindSNI, false)
 			continue
 		}
-		t := newTunnel(p, c)
+		t := newTunnel(p, c, p.newExchange(record.KindSNI, src))
 		t.release = release
 		if !p.track(t) {
 			c.Close()
@@ -157,7 +160,7 @@ func (p *Proxy) ServeSNI(ln net.Listener, port int) error {
 }
 
 // Draining reports whether Shutdown has begun.
-func (p *Proxy) Draining() bool { return p.drainFlag.Load() }
+func (p *Proxy) Draining() bool { return p.draining.Load() }
 
 // Shutdown stops accepting, lets open requests and tunnels finish until ctx
 // ends, then cuts what is left. Every drained or cut tunnel still gets its
@@ -165,8 +168,7 @@ func (p *Proxy) Draining() bool { return p.drainFlag.Load() }
 // request. It returns ctx.Err() when it had to cut.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
-	p.draining = true
-	p.drainFlag.Store(true)
+	p.draining.Store(true)
 	servers := make([]*http1.Server, 0, len(p.servers))
 	for s := range p.servers {
 		servers = append(servers, s)
@@ -226,7 +228,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 func (p *Proxy) track(t *tunnel) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.draining {
+	if p.draining.Load() {
 		return false
 	}
 	p.tunnels[t] = struct{}{}

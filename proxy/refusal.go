@@ -15,10 +15,13 @@ import (
 // or an upstream failure (502/504). reason is what X-Egressd-Reason says:
 // the decision's reason for a denial, the outcome for an upstream failure
 // (resolve-failed, dial-failed, dial-timeout, upstream-error); the record's
-// reason is always the decision's.
+// reason is always the decision's. after is the outcome of a failure
+// after an allowed decision, the same words as reason (or drained, for a
+// dial the drain deadline ended); "" for a denial.
 type refusal struct {
 	status int
 	reason string
+	after  string
 	err    error
 }
 
@@ -27,17 +30,10 @@ func deny(status int, d policy.Decision, err error) *refusal {
 	return &refusal{status: status, reason: string(d.Reason), err: err}
 }
 
-// upstreamFailure records what went wrong after an allowed decision in the
-// exchange's outcome (the decision stays as it is) and returns its refusal.
-func (ex *exchange) upstreamFailure(status int, outcome string, err error) *refusal {
-	ex.outcome = outcome
-	return failure(status, outcome, err)
-}
-
-// failure is the refusal of an upstream failure: X-Egressd-Reason names
-// the outcome.
+// failure is the refusal of a failure after an allowed decision (the
+// decision stays as it is): X-Egressd-Reason names the outcome.
 func failure(status int, outcome string, err error) *refusal {
-	return &refusal{status: status, reason: outcome, err: err}
+	return &refusal{status: status, reason: outcome, after: outcome, err: err}
 }
 
 func (r *refusal) Error() string {

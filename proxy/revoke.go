@@ -6,13 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/egressd/egressd/internal/http1"
 	"github.com/egressd/egressd/policy"
-	"github.com/egressd/egressd/record"
 )
 
 // Revocation (docs/design.md, "Policy"): a change of policy or identity applies
@@ -38,13 +35,9 @@ import (
 // watchedRequest is a plain HTTP request being forwarded, as revocation
 // sees it.
 type watchedRequest struct {
-	ex     *exchange // holds the decision, the new one once revoked
+	ex     *exchange // its decision (the new one once revoked), closed, revoked
 	cancel context.CancelFunc
 	conn   net.Conn // the client's connection; nil outside a server
-
-	mu      sync.Mutex
-	ended   bool
-	revoked bool
 }
 
 // Revalidate decides every open tunnel (CONNECT and SNI) and every plain
@@ -123,14 +116,14 @@ func (p *Proxy) revalidate() (checked, revoked int) {
 // recheckTunnel decides an admitted tunnel again; true when it revoked it.
 func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 	t.mu.Lock()
-	if !t.admitted || t.closed || t.revoked {
+	if !t.admitted || t.closed {
 		t.mu.Unlock()
 		return false
 	}
-	peer, check, hello, head, reqs := t.peer, t.check, t.hello, t.head, t.reqs
+	check, hello, head, reqs := t.check, t.hello, t.head, t.reqs
 	t.mu.Unlock()
-	ex := t.ex // src, host and port are fixed once admitted
-	d := p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer)
+	ex := t.ex // src, host, port and peer are fixed once admitted
+	d := p.adm.Redecide(snap, ex.src, ex.host, ex.port, ex.peer)
 	switch {
 	case hello != nil:
 		d, _ = checkHello(d, hello, check)
@@ -147,7 +140,7 @@ func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 			d, err = d.Deny(policy.ReasonRuleChanged), fmt.Errorf("%w: %s", ErrRevoked, why)
 		}
 	}
-	if !revokes(ex, d, &t.mu, &t.closed, &t.revoked) {
+	if !ex.revoke(d) {
 		return false
 	}
 	t.fail(err)
@@ -155,36 +148,13 @@ func (p *Proxy) recheckTunnel(t *tunnel, snap *policy.Snapshot) bool {
 	return true
 }
 
-// revokes folds a pass's new decision d for an open connection into its
-// exchange ex, under mu, the lock of the connection's state (ended: it
-// ended or was closed; revoked: a pass revoked it): true when enforce mode
-// ends the connection now, and then *revoked is set. In audit mode a
-// denial keeps it open and its record says would_deny (unless it says so
-// already: policy.Decision.Then keeps the first reason). recheckTunnel and
-// recheckRequest share it.
-func revokes(ex *exchange, d policy.Decision, mu *sync.Mutex, ended, revoked *bool) bool {
-	if d.Allowed() && !d.WouldDeny {
-		return false
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if *ended || *revoked {
-		return false
-	}
-	ex.decide(d)
-	if d.Allowed() {
-		return false
-	}
-	*revoked = true
-	return true
-}
-
 // watchRequest registers a plain HTTP request for revocation while it is
 // forwarded; cancel ends its upstream request, conn is the client's
 // connection (nil when unknown). Revocation puts its new decision in ex
-// at once; the returned function unregisters the request and, when it was
-// revoked, sets its outcome: call it in the handler's goroutine once
-// forwarding returned, before the record is written.
+// at once; the returned function unregisters the request and closes ex to
+// revocation (forwardedAfter says whether it was revoked): call it in the
+// handler's goroutine once forwarding returned, before the record is
+// written.
 func (p *Proxy) watchRequest(ex *exchange, cancel context.CancelFunc, conn net.Conn) (done func()) {
 	w := &watchedRequest{ex: ex, cancel: cancel, conn: conn}
 	p.mu.Lock()
@@ -200,16 +170,7 @@ func (p *Proxy) watchRequest(ex *exchange, cancel context.CancelFunc, conn net.C
 		p.mu.Lock()
 		delete(p.requests, w)
 		p.mu.Unlock()
-		w.mu.Lock()
-		w.ended = true
-		revoked := w.revoked
-		w.mu.Unlock()
-		if revoked {
-			ex.outcome = record.OutcomeRevoked
-			ex.mu.Lock()
-			ex.rec.Error = ErrRevoked.Error()
-			ex.mu.Unlock()
-		}
+		ex.close()
 	}
 }
 
@@ -228,10 +189,7 @@ func clientConn(w http.ResponseWriter) net.Conn {
 // (whatever the handler still writes reaches nobody).
 func (p *Proxy) recheckRequest(w *watchedRequest, snap *policy.Snapshot) bool {
 	ex := w.ex
-	ex.mu.Lock()
-	peer, _ := netip.ParseAddrPort(ex.rec.Peer) // set by the dial, under mu
-	ex.mu.Unlock()
-	if !revokes(ex, p.adm.Redecide(snap, ex.src, ex.host, ex.port, peer), &w.mu, &w.ended, &w.revoked) {
+	if !ex.revoke(p.adm.Redecide(snap, ex.src, ex.host, ex.port, ex.dialled())) {
 		return false
 	}
 	w.cancel()

@@ -281,12 +281,11 @@ func BenchmarkRevalidate(b *testing.B) {
 	hosts := []string{"models.test", "cdn.blob.test"}
 	e.p.mu.Lock()
 	for i := range revokeScale {
-		t := newTunnel(e.p, nil)
-		t.ex = e.p.newExchange(record.KindConnect, &net.TCPAddr{IP: net.ParseIP(podIP), Port: 40000})
+		t := newTunnel(e.p, nil, e.p.newExchange(record.KindConnect, netip.MustParseAddr(podIP)))
 		t.ex.host, t.ex.port = hosts[i%2], e.tlsPort
 		t.admitted = true
-		t.peer = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", e.tlsPort))
-		t.ex.decide(e.snap.Load().Decide(policy.DecideArgs{Client: &policy.Client{}, Host: t.ex.host, Port: t.ex.port}))
+		t.ex.peer = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", e.tlsPort))
+		t.ex.fold(e.snap.Load().Decide(policy.DecideArgs{Client: &policy.Client{}, Host: t.ex.host, Port: t.ex.port}))
 		e.p.tunnels[t] = struct{}{}
 	}
 	e.p.mu.Unlock()

@@ -17,9 +17,8 @@ import (
 // port, dial through the guard, replay the hello and relay. Every path ends
 // in exactly one record.
 func (p *Proxy) serveSNIConn(t *tunnel, port int) {
-	ex := p.newExchange(record.KindSNI, t.client.RemoteAddr())
+	ex := t.ex
 	ex.port = port
-	t.ex = ex
 	started := false
 	defer func() {
 		if v := recover(); v != nil {
@@ -29,7 +28,10 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 		}
 		if !started {
 			t.closeBoth()
-			ex.finish(t.err)
+			t.mu.Lock()
+			after := t.afterLocked() // a refusal's failure, if any
+			t.mu.Unlock()
+			ex.finish(after, t.err)
 			p.untrack(t)
 		}
 	}()
@@ -59,7 +61,7 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 	}
 	// Refused before any dial: nothing reaches the front.
 	d, herr := checkHello(ex.decision(), &ch, "")
-	ex.decide(d)
+	ex.fold(d)
 	if herr != nil {
 		t.fail(herr)
 		return
@@ -69,9 +71,6 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 	up, rf := p.dialGuarded(ctx, ex)
 	cancel()
 	if rf != nil {
-		if ex.decision().Allowed() && p.cutCtx.Err() != nil {
-			ex.outcome = record.OutcomeDrained // the drain deadline ended the dial
-		}
 		t.fail(rf)
 		return
 	}
@@ -86,7 +85,7 @@ func (p *Proxy) serveSNIConn(t *tunnel, port int) {
 // be named: there is no host to decide on.
 func (p *Proxy) denyNoSNI(ex *exchange, err error) {
 	p.identify(ex)
-	ex.decide(policy.Denied(policy.ReasonNoSNI))
+	ex.fold(policy.Denied(policy.ReasonNoSNI))
 	ex.rec.Error = audit.RedactText(err.Error())
 }
 

@@ -3,12 +3,10 @@ package proxy
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/inspect"
 	"github.com/egressd/egressd/policy"
 	"github.com/egressd/egressd/proxy/internal/sniff"
@@ -32,11 +30,10 @@ type tunnel struct {
 	mu       sync.Mutex
 	upstream net.Conn
 	closed   bool
-	// Set by start: from then on revocation decides the tunnel again.
+	// Set by start: from then on revocation decides the tunnel again (the
+	// exchange holds its decision and whether a pass revoked it).
 	admitted bool
-	peer     netip.AddrPort      // the dialled address, for the guard
 	check    string              // the CONNECT host; "" on the SNI listener
-	revoked  bool                // cut by Revalidate; the exchange holds its decision
 	reqs     policy.Requirements // what the admitting decision's rule asks (set by start)
 	// Written under mu by the direction that reads them; read by end, by
 	// Revalidate and by interim snapshots.
@@ -75,8 +72,10 @@ type tunnel struct {
 	release func()
 }
 
-func newTunnel(p *Proxy, client net.Conn) *tunnel {
-	t := &tunnel{p: p, client: client}
+// newTunnel starts the tunnel of ex (its exchange, made when the connection
+// was accepted) over client.
+func newTunnel(p *Proxy, client net.Conn, ex *exchange) *tunnel {
+	t := &tunnel{p: p, client: client, ex: ex}
 	t.touch()
 	return t
 }
@@ -108,6 +107,7 @@ func (t *tunnel) closeBoth() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
+	t.ex.close()
 	if t.client != nil {
 		t.client.Close()
 	}
@@ -149,19 +149,12 @@ func (t *tunnel) cut() {
 // every change.
 func (t *tunnel) start(pre []byte, hello *sniff.ClientHello, check string, inline bool) {
 	ex := t.ex
-	if ex.rec.ID == "" {
-		ex.rec.ID = audit.NewID()
-	}
-	if ex.rec.Start.IsZero() {
-		ex.rec.Start = ex.start
-	}
-	peer, _ := netip.ParseAddrPort(ex.rec.Peer)
 	// What the deciding rule asks of the tunnel (inspection, its http
 	// entries), before revocation may decide it again: a later decision
 	// that asks otherwise revokes it (recheckTunnel).
 	reqs := t.p.cfg.Policy().Requirements(ex.decision())
 	t.mu.Lock()
-	t.admitted, t.peer, t.check, t.reqs = true, peer, check, reqs
+	t.admitted, t.check, t.reqs = true, check, reqs
 	t.mu.Unlock()
 	if t.p.cfg.Interim != nil {
 		t.interimDone = t.p.cfg.Interim.Open(ex.rec.ID, ex.start, t.snapshot)
@@ -236,17 +229,31 @@ func (t *tunnel) end() {
 	if t.inspected != nil {
 		ex.rec.Requests = t.inspected.Requests
 	}
-	switch {
-	case t.revoked:
-		ex.outcome = record.OutcomeRevoked
-	case t.upstreamSilent && t.hello != nil && t.server == nil:
-		// The upstream closed or reset the handshake before a server
-		// hello: the upstream failed, not the policy nor the client.
-		ex.outcome = record.OutcomeUpstreamError
-	}
+	after := t.afterLocked()
 	t.mu.Unlock()
-	ex.finish(t.err)
+	ex.finish(after, t.err)
 	t.p.untrack(t)
+}
+
+// afterLocked is what happened to the tunnel once it was decided, the one
+// place that says it for connect and sni records (record.OutcomeOf): a
+// revalidation pass revoked it; the inspection engine's TLS failure; the
+// upstream closed or reset the handshake before a server hello (the
+// upstream failed, not the policy nor the client); else what its error
+// says (afterOf: a refusal's failure, the idle timeout, the drain cut).
+// t.mu is held.
+func (t *tunnel) afterLocked() string {
+	switch {
+	case t.ex.isRevoked():
+		return record.OutcomeRevoked
+	case t.inspected != nil && t.inspected.Outcome == inspect.OutcomeUpstreamTLSFailed:
+		return record.OutcomeUpstreamTLSFailed
+	case t.inspected != nil && t.inspected.Outcome == inspect.OutcomeClientTLSFailed:
+		return record.OutcomeClientTLSFailed
+	case t.upstreamSilent && t.hello != nil && t.server == nil:
+		return record.OutcomeUpstreamError
+	}
+	return afterOf(t.err)
 }
 
 // tlsLocked is the record's tls as far as the tunnel has seen it; nil when
@@ -281,7 +288,7 @@ func (t *tunnel) snapshot() record.Record {
 		r.TLS = tl
 	}
 	t.mu.Unlock()
-	r.Host, r.Port = ex.host, ex.port
+	r.Host, r.Port, r.Peer = ex.host, ex.port, peerText(ex.peer) // fixed once admitted
 	r.SetDecision(dec)
 	r.BytesSent, r.BytesReceived = t.sent.Load(), t.recv.Load()
 	r.Requests = t.inspReqs.Load()

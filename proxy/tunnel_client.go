@@ -100,7 +100,7 @@ func (t *tunnel) clientFirst(pre []byte, hello *sniff.ClientHello, check string)
 // refuse it. The record carries the denial (unless Revalidate revoked the
 // tunnel meanwhile: a denial in force stays, policy.Decision.Then).
 func (t *tunnel) refuse(d policy.Decision, err error) {
-	t.ex.decide(d)
+	t.ex.fold(d)
 	t.fail(err)
 	t.closeBoth()
 }
@@ -113,7 +113,7 @@ func (t *tunnel) checked(d policy.Decision, err error) bool {
 		t.refuse(d, err)
 		return false
 	}
-	t.ex.decide(d)
+	t.ex.fold(d)
 	return true
 }
 

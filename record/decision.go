@@ -15,3 +15,22 @@ func (r *Record) SetDecision(d policy.Decision) {
 		r.Rule = &rule
 	}
 }
+
+// OutcomeOf is a record's outcome, for every kind (connect, sni, http,
+// inspected, dns), derived from its decision d and after, what happened
+// once it was decided (one of the Outcome constants for a failure, a cut
+// or a timeout; "" for nothing): revoked when a policy or identity change
+// cut it (its decision, the new one, denies); refused for any other denial
+// (an audit-mode allow with would_deny was not refused); else after; else
+// ok.
+func OutcomeOf(d policy.Decision, after string) string {
+	switch {
+	case after == OutcomeRevoked:
+		return OutcomeRevoked
+	case !d.Allowed():
+		return OutcomeRefused
+	case after != "":
+		return after
+	}
+	return OutcomeOK
+}

@@ -20,12 +20,12 @@ type Conn struct {
 
 	// Set by the handler's calls on the connection's goroutine.
 	hijacked   bool
-	x          *Exchange    // begun and not finished
-	body       *requestBody // x's body; nil when it has none
-	stopped    bool         // x's client watch has ended
-	gone       bool         // the client left while x ran
-	keep       bool         // the last exchange lets the connection go on
-	readerBusy bool         // a body read may still be in flight on br
+	x          *ServedRequest // begun and not finished
+	body       *requestBody   // x's body; nil when it has none
+	stopped    bool           // x's client watch has ended
+	gone       bool           // the client left while x ran
+	keep       bool           // the last exchange lets the connection go on
+	readerBusy bool           // a body read may still be in flight on br
 
 	// wmu orders the interim 100 Continue (written from the body reader,
 	// maybe another goroutine) before the response; started is set under

@@ -10,9 +10,9 @@
 // HeaderTimeout (strict framing; refused or incomplete →
 // Handler.Refused, so every head that began can be recorded) →
 // Handler.Head: a CONNECT takes the connection over (Conn.Hijack, with
-// the bytes read past the head); a plain request runs as an Exchange
+// the bytes read past the head); a plain request runs as a ServedRequest
 // (Conn.Begin: body, 100 Continue, the watch for a client that leaves;
-// Exchange.Finish: framing, keep-alive) → the next head after at most
+// ServedRequest.Finish: framing, keep-alive) → the next head after at most
 // IdleTimeout. docs/architecture.md ("Measured choices on the request
 // path") has why this is not net/http's server.
 package http1

@@ -179,7 +179,7 @@ func (w *ResponseWriter) Flush() {
 	w.flush()
 }
 
-// finish ends the response (Exchange.Finish).
+// finish ends the response (ServedRequest.Finish).
 func (w *ResponseWriter) finish(broken bool) {
 	defer func() {
 		w.bw.Reset(nil)

@@ -24,7 +24,7 @@ type Handler interface {
 	Open(c net.Conn) (release func(), ok bool)
 	// Head serves one request head that parsed. The handler either takes
 	// the connection over (Conn.Hijack: a CONNECT), serves the request as
-	// an Exchange (Conn.Begin, then Exchange.Finish), or answers on
+	// a ServedRequest (Conn.Begin, then ServedRequest.Finish), or answers on
 	// Conn.NetConn itself; in the last case the connection closes after.
 	Head(c *Conn, h *Head)
 	// Refused is called for every head that began and was refused or did

@@ -173,7 +173,7 @@ func TestStdlibServerAnswersBadHeadsWithoutHandler(t *testing.T) {
 	})
 }
 
-// testHandler answers every head 200 through an Exchange and every refused
+// testHandler answers every head 200 through a ServedRequest and every refused
 // head with its status, and reports each callback.
 type testHandler struct {
 	refused chan *HeadError

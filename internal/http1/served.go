@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// Exchange is one plain HTTP request being served on a Conn: its
+// ServedRequest is one plain HTTP request being served on a Conn: its
 // ResponseWriter and the end of the request. What the request holds
 // (body, context, the client watch) lives on the Conn, one exchange at a
-// time, so that an Exchange costs one allocation of a ResponseWriter's
+// time, so that a ServedRequest costs one allocation of a ResponseWriter's
 // size.
-type Exchange struct {
+type ServedRequest struct {
 	w ResponseWriter
 }
 
@@ -25,7 +25,7 @@ type Exchange struct {
 // first read when asked). req is the caller's, so that it can live on the
 // caller's stack (a request the handler only reads or clones costs no
 // allocation); Begin keeps no reference to it. Call Finish after.
-func (c *Conn) Begin(parent context.Context, h *Head, u *url.URL, req *http.Request) *Exchange {
+func (c *Conn) Begin(parent context.Context, h *Head, u *url.URL, req *http.Request) *ServedRequest {
 	// The body has no deadline (as with net/http's ReadTimeout 0): an
 	// upload takes what it takes.
 	_ = c.c.SetReadDeadline(time.Time{})
@@ -59,7 +59,7 @@ func (c *Conn) Begin(parent context.Context, h *Head, u *url.URL, req *http.Requ
 		r.Body = body
 	}
 	*req = *r.WithContext(ctx) // inlined: both copies stay on the stack
-	x := &Exchange{}
+	x := &ServedRequest{}
 	x.w.init(c, h)
 	c.x, c.body, c.stopped = x, body, false
 	c.beginRequest(cancel, body == nil)
@@ -67,11 +67,11 @@ func (c *Conn) Begin(parent context.Context, h *Head, u *url.URL, req *http.Requ
 }
 
 // ResponseWriter is where the response goes; it is an http.Flusher.
-func (x *Exchange) ResponseWriter() *ResponseWriter { return &x.w }
+func (x *ServedRequest) ResponseWriter() *ResponseWriter { return &x.w }
 
 // ClientGone ends the watch for a client that leaves and reports whether
 // it left while the request ran.
-func (x *Exchange) ClientGone() bool {
+func (x *ServedRequest) ClientGone() bool {
 	c := x.w.c
 	if !c.stopped {
 		c.stopped = true
@@ -86,7 +86,7 @@ func (x *Exchange) ClientGone() bool {
 // count too) is not completed: the client must see a truncated response,
 // never a complete-looking one, so the connection closes without the last
 // chunk. The request's context is cancelled.
-func (x *Exchange) Finish(broken bool) bool {
+func (x *ServedRequest) Finish(broken bool) bool {
 	c := x.w.c
 	broken = x.ClientGone() || broken || x.w.err != nil
 	x.w.finish(broken)
