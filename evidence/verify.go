@@ -136,7 +136,8 @@ type logState struct {
 	latest     []byte // the signed note of the largest checkpoint
 	altered    int64  // the first altered seq named, -1 none
 	alteredWhy string
-	after      int64 // the first seq found after the exit checkpoint, -1 none
+	after      int64     // the first seq found after the exit checkpoint, -1 none
+	gaps       []gapNote // ranges that gap records say a sink dropped (gap.go)
 	findings   []Finding
 }
 
@@ -209,7 +210,11 @@ func (v *Verifier) Line(line []byte) {
 			v.onLeaf(string(id), seq, h, line)
 			return
 		}
-		v.record(v.stateBytes(id), seq, h, prev, hasPrev)
+		ls := v.stateBytes(id)
+		if isGap(line) {
+			v.gap(ls, line)
+		}
+		v.record(ls, seq, h, prev, hasPrev)
 		return
 	}
 	if bytes.Contains(line, []byte(`"kind":"checkpoint"`)) {
@@ -532,7 +537,7 @@ func (v *Verifier) finishLog(ls *logState) []Finding {
 		}
 		if s.begin > end {
 			out = append(out, Finding{Kind: FindMissing, Log: ls.id, Seq: int64(end), SeqEnd: int64(s.begin - 1),
-				Detail: strconv.FormatUint(s.begin-end, 10) + " records absent"})
+				Detail: strconv.FormatUint(s.begin-end, 10) + " records absent" + ls.gapsOver(end, s.begin-1)})
 		}
 		end = s.end()
 	}
@@ -566,7 +571,7 @@ func (v *Verifier) finishLog(ls *logState) []Finding {
 	}
 	if ls.maxCP > end {
 		out = append(out, Finding{Kind: FindTruncated, Log: ls.id, Seq: int64(end), SeqEnd: int64(ls.maxCP - 1),
-			Detail: "a signed checkpoint covers " + strconv.FormatUint(ls.maxCP, 10) + " records; the input ends at " + strconv.FormatUint(end, 10)})
+			Detail: "a signed checkpoint covers " + strconv.FormatUint(ls.maxCP, 10) + " records; the input ends at " + strconv.FormatUint(end, 10) + ls.gapsOver(end, ls.maxCP-1)})
 	}
 	if ls.final != nil && ls.maxCP > ls.final.Size {
 		out = append(out, Finding{Kind: FindInconsistent, Log: ls.id, Seq: int64(ls.maxCP), SeqEnd: -1,
