@@ -160,7 +160,8 @@ func TestDiskFullClosed(t *testing.T) {
 }
 
 // TestDiskFullOpen: open mode keeps serving while the disk is full; what
-// does not fit in the buffer is dropped and counted, and everything else
+// does not fit in the buffer is dropped, counted and recorded as a gap (one
+// gap record, written once the sink recovers), and everything else
 // arrives once space is freed.
 func TestDiskFullOpen(t *testing.T) {
 	dir := mountTmpfs(t, "256k")
@@ -197,10 +198,17 @@ func TestDiskFullOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids, _ := idsInDir(t, dir)
+	if ids[""] != 1 { // the gap record has no id
+		t.Errorf("%d gap records, want 1", ids[""])
+	}
+	delete(ids, "")
 	for id, c := range ids {
 		if c != 1 {
 			t.Errorf("record %s written %d times", id, c)
 		}
+	}
+	if g := gapRecords(t, f.Name()); len(g) != 1 || g[0].Records != int64(dropped) || g[0].Sink != f.Name() || g[0].Cause == "" {
+		t.Errorf("gap records %+v, want one of %v records dropped by %s, with its cause", g, dropped, f.Name())
 	}
 	if got := len(ids) + int(dropped); got != n {
 		t.Errorf("%d written + %v dropped, want %d", len(ids), dropped, n)

@@ -334,6 +334,7 @@ func (l *Logger) queueLocked(line []byte, refusal bool) (lost, counted int) {
 	for _, s := range l.sinks {
 		if !s.enqueueLocked(line, refusal) {
 			lost++
+			s.noteDropLocked(line)
 		}
 	}
 	if lost == 0 {
@@ -482,6 +483,7 @@ func (l *Logger) Close() error {
 	if l.stopCheckpoints != nil {
 		l.stopCheckpoints()
 	}
+	l.writeGapsLocked() // before the exit checkpoint: signed, and covered by it
 	var cpErr error
 	if l.cfg.Evidence != nil {
 		cpErr = l.checkpointLocked(evidence.TriggerExit)

@@ -44,6 +44,8 @@ type sink struct {
 	reopenGen  int64 // reopens asked for
 	reopenDone int64 // reopens done
 	reopenErr  error
+
+	gap gapState // what it dropped since its last gap record (gap.go)
 }
 
 func newSink(l *Logger, w io.Writer, reopen func() error) *sink {
@@ -213,6 +215,9 @@ func (s *sink) run() {
 			s.failures, s.lastErr = 0, nil
 		}
 		changed := l.updateHealthLocked()
+		if err == nil && s.gap.lines > 0 && s.healthy && !l.closed {
+			l.writeGapLocked(s) // it takes records again
+		}
 		l.progress.Broadcast()
 		if changed {
 			l.mu.Unlock()

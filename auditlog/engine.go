@@ -77,8 +77,9 @@ func (v *VictoriaLogs) LogsQL(q Query) string {
 		f = append(f, "_time:>="+q.Since.UTC().Format(time.RFC3339Nano))
 	}
 	if q.Namespace != "" {
-		// Unknown clients stay listed by a namespace filter (report).
-		f = append(f, fmt.Sprintf(`("k8s.namespace.name":=%s or "k8s.pod.name":="" or "egressd.reason":="unknown-client")`, strconv.Quote(q.Namespace)))
+		// Unknown clients stay listed by a namespace filter (report); their
+		// reason is status_code under --audit-otlp-schema ocsf.
+		f = append(f, fmt.Sprintf(`("k8s.namespace.name":=%s or "k8s.pod.name":="" or "egressd.reason":="unknown-client" or "status_code":="unknown-client")`, strconv.Quote(q.Namespace)))
 	}
 	if q.Workload.Kind != "" {
 		f = append(f, fmt.Sprintf(`(%s:=%s or "k8s.pod.name":=%s)`, strconv.Quote("k8s."+strings.ToLower(q.Workload.Kind)+".name"),

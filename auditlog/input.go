@@ -85,6 +85,9 @@ type Stats struct {
 	// --audit-signing-key): records, but not of requests; egressd verify
 	// reads them.
 	Checkpoints int64 `json:"checkpoint_records,omitempty"`
+	// Gaps are gap records (kind gap: a sink dropped records under
+	// --audit-failure open): records, but not of requests.
+	Gaps int64 `json:"gap_records,omitempty"`
 	// TooLong lines exceed MaxLine and are skipped.
 	TooLong int64 `json:"too_long_lines,omitempty"`
 	// Duplicates are end records whose id was counted already (replicas'
@@ -182,6 +185,7 @@ type batch struct {
 	lines       int64 // lines of the block
 	skip        int64 // lines that are not records
 	checkpoints int64 // checkpoint records
+	gaps        int64 // gap records
 	tooLong     int64 // lines over MaxLine
 }
 
@@ -259,6 +263,7 @@ func (rd *Reader) deliver(b *batch, fn func(*Record)) {
 	rd.Stats.Skipped += b.skip
 	rd.Stats.TooLong += b.tooLong
 	rd.Stats.Checkpoints += b.checkpoints
+	rd.Stats.Gaps += b.gaps
 	rd.Stats.Records += int64(len(b.recs))
 	for i := range b.recs {
 		fn(&b.recs[i])
@@ -359,7 +364,7 @@ func (rd *Reader) recycle(b *batch) {
 
 // decode decodes every line of the block into b.recs.
 func (b *batch) decode(d *Decoder) {
-	b.lines, b.skip, b.tooLong, b.checkpoints = 0, 0, 0, 0
+	b.lines, b.skip, b.tooLong, b.checkpoints, b.gaps = 0, 0, 0, 0, 0
 	recs := b.recs[:0]
 	data := b.buf
 	for len(data) > 0 {
@@ -396,6 +401,11 @@ func (b *batch) decode(d *Decoder) {
 		// records but not requests.
 		if r.Kind == record.KindCheckpoint {
 			b.checkpoints++
+			recs = recs[:len(recs)-1]
+			continue
+		}
+		if r.Kind == record.KindGap {
+			b.gaps++
 			recs = recs[:len(recs)-1]
 			continue
 		}

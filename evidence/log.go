@@ -53,9 +53,8 @@ type Log struct {
 	tail   []byte // `,"log":"ID","seq":`
 	h      *treeHasher
 	tree   *compact.Range
-	prev   [32]byte // the leaf hash of the last record sealed
-	signed uint64   // the size of the last checkpoint
-	final  bool
+	prev   [32]byte               // the leaf hash of the last record sealed
+	signed uint64                 // the size of the last checkpoint
 	latest atomic.Pointer[[]byte] // the latest signed note
 }
 
@@ -105,7 +104,7 @@ func (l *Log) Pending() bool { return l.tree.End() != l.signed }
 // the line, extended in place where line has the capacity. A line that is
 // not a JSON object is returned unchanged and not sealed.
 func (l *Log) Seal(line []byte) []byte {
-	if len(line) < 2 || line[len(line)-1] != '}' || l.final {
+	if len(line) < 2 || line[len(line)-1] != '}' {
 		return line
 	}
 	seq := l.tree.End()
@@ -137,7 +136,10 @@ type checkpointRecord struct {
 
 // Checkpoint signs the tree as it is now and returns the checkpoint record
 // (a JSON line without newline) to write after every record sealed so far.
-// The exit checkpoint (TriggerExit) is final: nothing is sealed after it.
+// The exit checkpoint (TriggerExit) is final: a record sealed after it (a
+// tunnel cut at the drain deadline, written after the audit Logger's
+// Close) must be followed by another exit checkpoint, which the verifier
+// takes as the log's end.
 func (l *Log) Checkpoint(trigger string) ([]byte, error) {
 	c := Checkpoint{Namespace: l.cfg.Namespace, Log: l.id, Size: l.tree.End(), Final: trigger == TriggerExit}
 	root, err := l.tree.GetRootHash(nil)
@@ -160,7 +162,6 @@ func (l *Log) Checkpoint(trigger string) ([]byte, error) {
 		return nil, fmt.Errorf("evidence: checkpoint: %w", err)
 	}
 	l.signed = c.Size
-	l.final = c.Final
 	l.latest.Store(&msg)
 	return line, nil
 }

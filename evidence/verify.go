@@ -136,7 +136,7 @@ type logState struct {
 	latest     []byte // the signed note of the largest checkpoint
 	altered    int64  // the first altered seq named, -1 none
 	alteredWhy string
-	after      int64 // the first seq found after the exit checkpoint, -1 none
+	gaps       []gapNote // ranges that gap records say a sink dropped (gap.go)
 	findings   []Finding
 }
 
@@ -174,7 +174,7 @@ func (v *Verifier) state(id string) *logState {
 	}
 	ls := v.logs[id]
 	if ls == nil {
-		ls = &logState{id: id, roots: map[uint64][32]byte{}, altered: -1, after: -1}
+		ls = &logState{id: id, roots: map[uint64][32]byte{}, altered: -1}
 		v.logs[id] = ls
 		v.order = append(v.order, id)
 	}
@@ -209,7 +209,11 @@ func (v *Verifier) Line(line []byte) {
 			v.onLeaf(string(id), seq, h, line)
 			return
 		}
-		v.record(v.stateBytes(id), seq, h, prev, hasPrev)
+		ls := v.stateBytes(id)
+		if isGap(line) {
+			v.gap(ls, line)
+		}
+		v.record(ls, seq, h, prev, hasPrev)
 		return
 	}
 	if bytes.Contains(line, []byte(`"kind":"checkpoint"`)) {
@@ -307,9 +311,6 @@ func parseTail(line []byte) (id []byte, seq uint64, prev leaf, hasPrev, ok bool)
 
 // record adds one leaf.
 func (v *Verifier) record(ls *logState, seq uint64, h, prev leaf, hasPrev bool) {
-	if ls.final != nil && seq >= ls.final.Size && ls.after < 0 {
-		ls.after = int64(seq)
-	}
 	// Find the segment it extends, or the one holding it.
 	idx, _ := slices.BinarySearchFunc(ls.segs, seq, func(s *segment, seq uint64) int { return cmp.Compare(s.begin, seq) })
 	// ls.segs[idx-1] is the last segment beginning before seq.
@@ -532,7 +533,7 @@ func (v *Verifier) finishLog(ls *logState) []Finding {
 		}
 		if s.begin > end {
 			out = append(out, Finding{Kind: FindMissing, Log: ls.id, Seq: int64(end), SeqEnd: int64(s.begin - 1),
-				Detail: strconv.FormatUint(s.begin-end, 10) + " records absent"})
+				Detail: strconv.FormatUint(s.begin-end, 10) + " records absent" + ls.gapsOver(end, s.begin-1)})
 		}
 		end = s.end()
 	}
@@ -558,15 +559,18 @@ func (v *Verifier) finishLog(ls *logState) []Finding {
 			ranged = true
 		}
 	}
-	if ls.after >= 0 {
-		v.alter(ls, ls.after, "a record after the log's exit checkpoint of size "+strconv.FormatUint(ls.final.Size, 10))
+	// Records beyond the largest exit checkpoint, whatever the order they
+	// were read in (a record after Close is followed by an exit
+	// checkpoint of its own).
+	if ls.final != nil && end > ls.final.Size {
+		v.alter(ls, int64(ls.final.Size), "a record after the log's exit checkpoint of size "+strconv.FormatUint(ls.final.Size, 10))
 	}
 	if ls.altered >= 0 && !ranged {
 		out = append(out, Finding{Kind: FindAltered, Log: ls.id, Seq: ls.altered, SeqEnd: ls.altered, Detail: ls.alteredWhy})
 	}
 	if ls.maxCP > end {
 		out = append(out, Finding{Kind: FindTruncated, Log: ls.id, Seq: int64(end), SeqEnd: int64(ls.maxCP - 1),
-			Detail: "a signed checkpoint covers " + strconv.FormatUint(ls.maxCP, 10) + " records; the input ends at " + strconv.FormatUint(end, 10)})
+			Detail: "a signed checkpoint covers " + strconv.FormatUint(ls.maxCP, 10) + " records; the input ends at " + strconv.FormatUint(end, 10) + ls.gapsOver(end, ls.maxCP-1)})
 	}
 	if ls.final != nil && ls.maxCP > ls.final.Size {
 		out = append(out, Finding{Kind: FindInconsistent, Log: ls.id, Seq: int64(ls.maxCP), SeqEnd: -1,

@@ -261,6 +261,35 @@ func TestVerifyRotatedFilesOutOfOrder(t *testing.T) {
 	}
 }
 
+// TestVerifyRecordAfterExit: a record written after the audit Logger's
+// Close (a tunnel cut at the drain deadline) is sealed and followed by an
+// exit checkpoint of its own: no finding, in the file's order or with the
+// later exit checkpoint read first (an engine's order). Without that
+// checkpoint the record is one after the exit checkpoint: altered.
+func TestVerifyRecordAfterExit(t *testing.T) {
+	s, v := testKeys(t, "test")
+	l, lines := writeLog(t, s, 20, 10, true)
+	late := l.Seal([]byte(`{"time":"2026-01-02T15:04:06Z","id":"late","kind":"connect","client":{"ip":"127.0.0.5"},"host":"late.example","verdict":"allow","reason":"rule","outcome":"drained"}`))
+	exit2, err := l.Checkpoint(TriggerExit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, seq, ok := RecordPosition(late); !ok || seq != 20 {
+		t.Fatalf("the record after the exit checkpoint is not sealed as seq 20: %s", late)
+	}
+	inOrder := append(clone(lines), late, exit2)
+	engine := append([][]byte{exit2}, append(clone(lines), late)...)
+	for name, in := range map[string][][]byte{"in order": inOrder, "second exit checkpoint first": engine} {
+		if r := verifyLines(v, in); len(r.Findings) != 0 || r.Records != 21 {
+			t.Errorf("%s: records=%d findings:\n%s", name, r.Records, findings(r))
+		}
+	}
+	r := verifyLines(v, append(clone(lines), late))
+	if got := findings(r); !strings.HasPrefix(got, "altered log="+l.ID()+" seq=20 a record after the log's exit checkpoint of size 20") {
+		t.Errorf("a record after the last exit checkpoint: %s", got)
+	}
+}
+
 func TestVerifyUnsignedRecord(t *testing.T) {
 	_, v := testKeys(t, "test")
 	r := verifyLines(v, [][]byte{[]byte(`{"time":"2026-01-02T15:04:05Z","id":"x1","kind":"dns","verdict":"allow"}`), []byte(`{"level":"INFO","msg":"started"}`)})

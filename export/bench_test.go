@@ -44,7 +44,7 @@ func BenchmarkEncode(b *testing.B) {
 		{"protowire", func(e *encoder) error { e.encodeWire(lines, 1); return nil }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			e, err := newEncoder()
+			e, err := newEncoder(SchemaOTel)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -60,39 +60,41 @@ func BenchmarkEncode(b *testing.B) {
 }
 
 // TestEncodeWireEqual: the protowire encoding is the protocol types'
-// message, a line that is no record included, also from an encoder whose
-// buffers held another request before; the request is allocated at its
-// exact size.
+// message, a line that is no record included, in either schema, also
+// from an encoder whose buffers held another request before; the request
+// is allocated at its exact size.
 func TestEncodeWireEqual(t *testing.T) {
 	lines := testLines(t)
-	e, err := newEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, n1, err := e.encode(lines, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Another request first: the last 300 records (other groups' order).
-	cut := len(lines)
-	for range 301 {
-		cut = bytes.LastIndexByte(lines[:cut-1], '\n') + 1
-	}
-	if _, n := e.encodeWire(lines[cut:], 3); n != 301 {
-		t.Fatalf("first request: %d records, want 301", n)
-	}
-	got, n2 := e.encodeWire(lines, 7)
-	if len(got) != cap(got) {
-		t.Errorf("request of %d bytes in a buffer of %d: want its exact size", len(got), cap(got))
-	}
-	var a, b logspb.LogsData
-	if err := proto.Unmarshal(want, &a); err != nil {
-		t.Fatal(err)
-	}
-	if err := proto.Unmarshal(got, &b); err != nil {
-		t.Fatalf("protowire output does not parse: %v", err)
-	}
-	if n1 != n2 || n1 != 1001 || !proto.Equal(&a, &b) {
-		t.Fatalf("protowire differs from the protocol types (%d, %d records)", n1, n2)
+	for _, schema := range []string{SchemaOTel, SchemaOCSF} {
+		e, err := newEncoder(schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, n1, err := e.encode(lines, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another request first: the last 300 records (other groups' order).
+		cut := len(lines)
+		for range 301 {
+			cut = bytes.LastIndexByte(lines[:cut-1], '\n') + 1
+		}
+		if _, n := e.encodeWire(lines[cut:], 3); n != 301 {
+			t.Fatalf("%s: first request: %d records, want 301", schema, n)
+		}
+		got, n2 := e.encodeWire(lines, 7)
+		if len(got) != cap(got) {
+			t.Errorf("%s: request of %d bytes in a buffer of %d: want its exact size", schema, len(got), cap(got))
+		}
+		var a, b logspb.LogsData
+		if err := proto.Unmarshal(want, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := proto.Unmarshal(got, &b); err != nil {
+			t.Fatalf("%s: protowire output does not parse: %v", schema, err)
+		}
+		if n1 != n2 || n1 != 1001 || !proto.Equal(&a, &b) {
+			t.Fatalf("%s: protowire differs from the protocol types (%d, %d records)", schema, n1, n2)
+		}
 	}
 }

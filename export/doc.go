@@ -15,7 +15,8 @@
 //  2. The sender goroutine takes the oldest sealed segment, encodes it as
 //     one OTLP ExportLogsServiceRequest (otlp.go: one LogRecord per
 //     record, body the exact line, attributes by the OpenTelemetry
-//     semantic conventions and egressd.*), POSTs it, and deletes the
+//     semantic conventions and egressd.*, or with SchemaOCSF the leaves of
+//     the record's OCSF event, ocsf.go), POSTs it, and deletes the
 //     segment once the engine answers 2xx. Any failure is retried with
 //     backoff, the segment kept: a restart (even after SIGKILL) sends what
 //     the spool holds again, and duplicates collapse by the record's id.

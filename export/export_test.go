@@ -95,6 +95,58 @@ func TestExportToVictoriaLogs(t *testing.T) {
 	}
 }
 
+// TestExportOCSFToVictoriaLogs: with SchemaOCSF the engine indexes the
+// OCSF event's leaves of each record, beside the pod's k8s.* resource,
+// and the body is still the exact line.
+func TestExportOCSFToVictoriaLogs(t *testing.T) {
+	e := vlogstest.Start(t)
+	x, err := export.New(export.Config{Endpoint: e.OTLP, Schema: export.SchemaOCSF, FlushInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout testutil.SyncBuffer
+	l, _ := newLogger(t, x, &stdout, audit.FailClosed)
+	const n = 20
+	for i := range n {
+		l.Write(testRecord(i))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := x.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := e.Query(ctx, "* | sort by (_time)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	if len(rows) != n || len(want) != n {
+		t.Fatalf("engine holds %d records, stdout %d, want %d", len(rows), len(want), n)
+	}
+	for i, row := range rows {
+		var f map[string]string
+		if err := json.Unmarshal([]byte(row), &f); err != nil {
+			t.Fatal(err)
+		}
+		if f["_msg"] != want[i] {
+			t.Fatalf("row %d body\n%s\nwant stdout's line\n%s", i, f["_msg"], want[i])
+		}
+		for k, v := range map[string]string{"class_uid": "4002", "activity_id": "1", "disposition": "Allowed", "src_endpoint.ip": "10.244.1.17",
+			"dst_endpoint.hostname": "models.example.com", "unmapped.k8s.namespace.name": "llm-prod", "k8s.namespace.name": "llm-prod",
+			"metadata.uid": fmt.Sprintf("%032x", i+1)} {
+			if f[k] != v {
+				t.Errorf("row %d: %s = %q, want %q", i, k, f[k], v)
+			}
+		}
+		if f["egressd.verdict"] != "" {
+			t.Errorf("row %d: OpenTelemetry names beside OCSF's: %s", i, row)
+		}
+	}
+}
+
 // TestSpoolFull: with the engine down, a spool that fills is a failing
 // sink: --audit-failure closed makes the logger unavailable (requests are
 // refused with audit-unavailable), open keeps it available and drops what

@@ -38,6 +38,9 @@ type Config struct {
 	Endpoint string
 	// Headers are sent with every request (--audit-otlp-header).
 	Headers []Header
+	// Schema names the log records' attributes (--audit-otlp-schema):
+	// SchemaOTel or SchemaOCSF (ocsf.go). Empty means SchemaOTel.
+	Schema string
 	// SpoolDir holds what the engine has not acknowledged, across
 	// restarts (--audit-spool). Empty means memory: lost with the process.
 	SpoolDir string
@@ -98,6 +101,9 @@ func New(cfg Config) (*Exporter, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ValidSchema(cfg.Schema); err != nil {
+		return nil, err
+	}
 	if cfg.SpoolMax == 0 {
 		cfg.SpoolMax = DefaultMemorySpoolMax
 		if cfg.SpoolDir != "" {
@@ -143,7 +149,7 @@ func New(cfg Config) (*Exporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc, err := newEncoder()
+	enc, err := newEncoder(cfg.Schema)
 	if err != nil {
 		return nil, err
 	}

@@ -23,15 +23,21 @@ type encoder struct {
 	dec  *auditlog.Decoder
 	rec  record.Record
 	wire wireBufs
+	ocsf bool // SchemaOCSF: attributes named after OCSF's (ocsf.go)
 }
 
-func newEncoder() (*encoder, error) {
-	// Members no attribute uses are left undecoded.
-	d, err := auditlog.NewDecoder("dns.answers", "dns.cnames", "tls.client_alpn", "tls.origin_cert", "purpose", "owner")
+func newEncoder(schema string) (*encoder, error) {
+	// Members no attribute uses are left undecoded (OCSF maps the answers
+	// and the rule's purpose).
+	skip := []string{"dns.cnames", "tls.client_alpn", "tls.origin_cert", "owner"}
+	if schema != SchemaOCSF {
+		skip = append(skip, "dns.answers", "purpose")
+	}
+	d, err := auditlog.NewDecoder(skip...)
 	if err != nil {
 		return nil, err
 	}
-	return &encoder{dec: d}, nil
+	return &encoder{dec: d, ocsf: schema == SchemaOCSF}, nil
 }
 
 // resourceKey groups records by the pod that made them: one ResourceLogs
@@ -76,7 +82,7 @@ func (e *encoder) encode(lines []byte, observed uint64) ([]byte, int, error) {
 			if r.Verdict == "deny" {
 				lr.SeverityNumber, lr.SeverityText = logspb.SeverityNumber_SEVERITY_NUMBER_WARN, "WARN"
 			}
-			lr.Attributes = attributes(r)
+			lr.Attributes = e.attributes(r)
 			key = resourceKey{ns: r.Client.Namespace, pod: r.Client.Pod, uid: r.Client.UID, sa: r.Client.ServiceAccount}
 			if w := r.Client.Workload; w != nil {
 				key.wkind, key.wname = w.Kind, w.Name
@@ -123,10 +129,19 @@ func resourceAttributes(k resourceKey) []*commonpb.KeyValue {
 	return a.kv
 }
 
-func attributes(r *record.Record) []*commonpb.KeyValue {
+func (e *encoder) attributes(r *record.Record) []*commonpb.KeyValue {
 	a := protoAttrs{kv: make([]*commonpb.KeyValue, 0, 16)}
-	putRecord(&a, r)
+	e.put(&a, r)
 	return a.kv
+}
+
+// put writes a record's attributes by the encoder's schema.
+func (e *encoder) put(a attrs, r *record.Record) {
+	if e.ocsf && record.IsRequest(r.Kind) {
+		putOCSF(a, "", record.OCSF(r))
+		return
+	}
+	putRecord(a, r)
 }
 
 // putResource names the client pod by the Kubernetes resource

@@ -156,7 +156,7 @@ func (e *encoder) encodeWire(lines []byte, observed uint64) ([]byte, int) {
 		lr.b = protowire.AppendTag(lr.b, fAnyString, protowire.BytesType)
 		lr.b = protowire.AppendBytes(lr.b, line)
 		if decoded {
-			putRecord(lr, r)
+			e.put(lr, r)
 			key = resourceKey{ns: r.Client.Namespace, pod: r.Client.Pod, uid: r.Client.UID, sa: r.Client.ServiceAccount}
 			if wl := r.Client.Workload; wl != nil {
 				key.wkind, key.wname = wl.Kind, wl.Name

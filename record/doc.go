@@ -2,7 +2,9 @@
 // record"): the Record type and its parts (record.go), its kinds, events
 // and outcomes, and the fast encoder (encode.go) that writes a Record as
 // one JSON object, byte for byte what encoding/json gives (held by
-// FuzzAppendRecord), without reflection or allocation.
+// FuzzAppendRecord), without reflection or allocation; and the record's
+// OCSF 1.3 event (ocsf.go), the one mapping that report --format ocsf and
+// the export's --audit-otlp-schema ocsf share.
 //
 // audit writes records (logger, sinks, interim records, file rotation,
 // redaction) with AppendJSON; report and suggest read them back.

@@ -17,6 +17,10 @@ const (
 	// (--audit-signing-key; docs/design.md, "Verifiable records"): a record,
 	// but not of a request; readers of requests skip it.
 	KindCheckpoint = "checkpoint"
+	// KindGap says that a sink dropped records (--audit-failure open, its
+	// buffer full; docs/design.md, "Records in a log engine"): a record,
+	// but not of a request; readers of requests skip it.
+	KindGap = "gap"
 )
 
 // Client is who asked.

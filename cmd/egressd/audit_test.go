@@ -29,6 +29,8 @@ func TestRunAuditFlagErrors(t *testing.T) {
 		{"max size without file", []string{"--audit-file-max-size", "100"}, nil, "need --audit-file"},
 		{"backups from env without file", nil, map[string]string{"EGRESSD_AUDIT_FILE_MAX_BACKUPS": "3"}, "need --audit-file"},
 		{"negative max size", []string{"--audit-file", "a", "--audit-file-max-size", "-1"}, nil, "must not be negative"},
+		{"schema without export", []string{"--audit-otlp-schema", "ocsf"}, nil, "need --audit-otlp"},
+		{"unknown schema", []string{"--audit-otlp", "http://127.0.0.1:9428/insert/opentelemetry/v1/logs", "--audit-otlp-schema", "ecs"}, nil, `--audit-otlp-schema "ecs": want otel`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,19 +19,21 @@ type exportOptions struct {
 	headers  stringList
 	spoolDir string
 	spoolMax int64
+	schema   string
 }
 
 func (e *exportOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&e.endpoint, "audit-otlp", "", "also send audit records to this OTLP/HTTP logs URL (a Collector's http://HOST:4318/v1/logs, VictoriaLogs' http://HOST:9428/insert/opentelemetry/v1/logs); empty disables")
 	fs.Var(&e.headers, "audit-otlp-header", "header for --audit-otlp, NAME=VALUE, NAME=env:VARIABLE or NAME=file:PATH (repeatable; env: and file: keep tokens out of the process list)")
 	fs.StringVar(&e.spoolDir, "audit-spool", "", "directory holding the records --audit-otlp has not delivered, across restarts (empty: memory, lost with the process)")
+	fs.StringVar(&e.schema, "audit-otlp-schema", export.SchemaOTel, "names of the --audit-otlp log attributes: otel (OpenTelemetry semantic conventions) or ocsf (the OCSF 1.3 event's paths, as report --format ocsf maps them); the body is the record's exact line either way")
 	fs.Int64Var(&e.spoolMax, "audit-spool-max", 0, "bytes the --audit-spool may hold; when full, --audit-failure decides (0: 256 MiB, 16 MiB without --audit-spool; min 1 MiB)")
 }
 
 func (e *exportOptions) validate() error {
 	if e.endpoint == "" {
-		if len(e.headers) > 0 || e.spoolDir != "" || e.spoolMax != 0 {
-			return errors.New("--audit-otlp-header, --audit-spool and --audit-spool-max need --audit-otlp")
+		if len(e.headers) > 0 || e.spoolDir != "" || e.spoolMax != 0 || e.schema != export.SchemaOTel {
+			return errors.New("--audit-otlp-header, --audit-otlp-schema, --audit-spool and --audit-spool-max need --audit-otlp")
 		}
 		return nil
 	}
@@ -40,6 +42,9 @@ func (e *exportOptions) validate() error {
 		errs = append(errs, err)
 	}
 	if _, err := e.parseHeaders(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := export.ValidSchema(e.schema); err != nil {
 		errs = append(errs, err)
 	}
 	if e.spoolMax != 0 && e.spoolMax < export.MinSpoolMax {
@@ -75,7 +80,7 @@ func startExport(o *runOptions, reg prometheus.Registerer, log *slog.Logger) (*e
 	if err != nil {
 		return nil, nil, err
 	}
-	x, err := export.New(export.Config{Endpoint: e.endpoint, Headers: hs, SpoolDir: e.spoolDir, SpoolMax: e.spoolMax,
+	x, err := export.New(export.Config{Endpoint: e.endpoint, Headers: hs, Schema: e.schema, SpoolDir: e.spoolDir, SpoolMax: e.spoolMax,
 		Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, nil, err

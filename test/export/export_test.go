@@ -42,6 +42,7 @@ const podIP = "127.0.0.2"
 type instance struct {
 	cmd        *exec.Cmd
 	proxy, dns string
+	metrics    string // with --metrics-addr 127.0.0.1:0
 	exited     chan error
 	mu         sync.Mutex
 	log        bytes.Buffer
@@ -76,6 +77,7 @@ func start(t *testing.T, dir, auditFile string, extra ...string) *instance {
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "egressd serving" {
 				in.proxy, _ = line["proxy"].(string)
 				in.dns, _ = line["dns"].(string)
+				in.metrics, _ = line["metrics"].(string)
 				once.Do(func() { close(ready) })
 			}
 		}
@@ -186,36 +188,9 @@ func loadFor(t *testing.T, in *instance, origin string, d time.Duration) int {
 // equals report over the files.
 func TestExportSurvivesKills(t *testing.T) {
 	eng := vlogstest.Start(t)
-	up := dnstest.NewUpstream(t)
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
-	defer origin.Close()
-	_, port, _ := net.SplitHostPort(origin.Listener.Addr().String())
-	up.Set("svc.export.test./A", "svc.export.test. 60 IN A 127.0.0.1")
-
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "policy.yaml"), fmt.Sprintf(`apiVersion: egressd.dev/v1alpha1
-kind: EgressPolicy
-metadata: {name: export, namespace: export}
-spec:
-  podSelector: {matchLabels: {app: export}}
-  egress:
-  - hosts: ["**.export.test"]
-    ports: [%s]
-    cidrs: [127.0.0.0/8]
-`, port))
-	writeFile(t, filepath.Join(dir, "pods.yaml"), `apiVersion: v1
-kind: List
-items:
-- kind: Pod
-  metadata: {name: export-0, namespace: export, uid: u-0, labels: {app: export}, ownerReferences: [{kind: ReplicaSet, name: export-7d9f8, apiVersion: apps/v1, uid: rs-0, controller: true}]}
-  spec: {serviceAccountName: export}
-  status: {phase: Running, podIPs: [{ip: 127.0.0.2}]}
-`)
+	dir, origin, upAddr := world(t)
 	spool := filepath.Join(dir, "spool")
-	if out, err := exec.Command(egressdBin, "keygen", "--name", "export-test", "--out", dir).CombinedOutput(); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
-	flags := []string{"--upstream-dns", up.Addr, "--audit-otlp", eng.OTLP, "--audit-spool", spool,
+	flags := []string{"--upstream-dns", upAddr, "--audit-otlp", eng.OTLP, "--audit-spool", spool,
 		"--audit-signing-key", filepath.Join(dir, "export-test.key")}
 	files := []string{filepath.Join(dir, "audit-1.jsonl"), filepath.Join(dir, "audit-2.jsonl")}
 
@@ -223,7 +198,7 @@ items:
 	ctx, cancel := context.WithCancel(context.Background())
 	var loaded int
 	done := make(chan struct{})
-	go func() { loaded = load(ctx, t, a, origin.Listener.Addr().String()); close(done) }()
+	go func() { loaded = load(ctx, t, a, origin); close(done) }()
 	time.Sleep(2 * time.Second)
 	eng.Kill() // mid-stream
 	time.Sleep(time.Second)
@@ -243,7 +218,7 @@ items:
 		t.Fatal(err)
 	}
 	b := start(t, dir, files[1], flags...)
-	loaded += loadFor(t, b, origin.Listener.Addr().String(), 2*time.Second)
+	loaded += loadFor(t, b, origin, 2*time.Second)
 	b.stop(t, syscall.SIGTERM)
 	t.Logf("%d requests", loaded)
 
@@ -300,6 +275,43 @@ items:
 	if f, e := stripInputs(t, nsFiles), stripInputs(t, nsEngine); f != e {
 		t.Fatalf("with filters, report --from differs:\nfiles:  %s\nengine: %s", f, e)
 	}
+}
+
+// world writes the policy and the pod of the export tests and a signing
+// key (export-test.key, .pub) into a new directory, and starts the origin
+// (svc.export.test) and the upstream DNS server that names it. It returns
+// the directory, the origin's address and the upstream's.
+func world(t *testing.T) (dir, origin, upstream string) {
+	t.Helper()
+	up := dnstest.NewUpstream(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	up.Set("svc.export.test./A", "svc.export.test. 60 IN A 127.0.0.1")
+
+	dir = t.TempDir()
+	writeFile(t, filepath.Join(dir, "policy.yaml"), fmt.Sprintf(`apiVersion: egressd.dev/v1alpha1
+kind: EgressPolicy
+metadata: {name: export, namespace: export}
+spec:
+  podSelector: {matchLabels: {app: export}}
+  egress:
+  - hosts: ["**.export.test"]
+    ports: [%s]
+    cidrs: [127.0.0.0/8]
+`, port))
+	writeFile(t, filepath.Join(dir, "pods.yaml"), `apiVersion: v1
+kind: List
+items:
+- kind: Pod
+  metadata: {name: export-0, namespace: export, uid: u-0, labels: {app: export}, ownerReferences: [{kind: ReplicaSet, name: export-7d9f8, apiVersion: apps/v1, uid: rs-0, controller: true}]}
+  spec: {serviceAccountName: export}
+  status: {phase: Running, podIPs: [{ip: 127.0.0.2}]}
+`)
+	if out, err := exec.Command(egressdBin, "keygen", "--name", "export-test", "--out", dir).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	return dir, srv.Listener.Addr().String(), up.Addr
 }
 
 func writeFile(t *testing.T, path, data string) {
