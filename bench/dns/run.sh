@@ -19,7 +19,7 @@ OUTSTANDING=${OUTSTANDING:-100}
 PROFILE=${PROFILE:-}       # when set, egressd's CPU profile of the whole run goes there
 TTL0=${TTL0:-1}            # also measure an upstream answering with TTL 0 (every query a miss)
 SIGNED=${SIGNED:-0}        # also run egressd with a signing key (issue 26's A/B: every record a leaf)
-EXTRA_EGRESSD=${EXTRA_EGRESSD:-} # "NAME BIN": another build of bench/dns/egressd beside this one (a before/after A/B)
+EXTRA_EGRESSD=${EXTRA_EGRESSD:-} # "NAME BIN [ARGS]": another build of bench/dns/egressd beside this one (a before/after A/B)
 
 work=$(mktemp -d)
 pids=()
@@ -61,8 +61,10 @@ if [[ "$SIGNED" == 1 ]]; then
 	servers+=("egressd-signed 5397")
 fi
 if [[ -n "$EXTRA_EGRESSD" ]]; then
-	read -r xname xbin <<<"$EXTRA_EGRESSD"
-	GODEBUG=$godebug "$xbin" -addr 127.0.0.1:5398 -upstream "$UP" -audit "$work/audit-$xname.jsonl" 2>"$work/$xname.log" & pids+=($!)
+	read -r xname xbin xargs <<<"$EXTRA_EGRESSD"
+	xargs=${xargs//@KEY@/$work/keys/bench.key} # the key SIGNED=1 made
+	# shellcheck disable=SC2086 # ARGS are words
+	GODEBUG=$godebug "$xbin" -addr 127.0.0.1:5398 -upstream "$UP" -audit "$work/audit-$xname.jsonl" $xargs 2>"$work/$xname.log" & pids+=($!)
 	pid_of[5398]=$!
 	servers+=("$xname 5398")
 fi
