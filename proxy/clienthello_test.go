@@ -208,10 +208,9 @@ func FuzzClientHello(f *testing.F) {
 // BenchmarkParseClientHello measures the cryptobyte reader on a crypto/tls
 // ClientHello (post-quantum key share, about 1.8 KiB) in one record and in
 // 512-byte fragments. Against the hand-written reader it replaced (retired
-// with its test, issue 16), 5 runs each on a shared 2-core machine, ns/op:
-// own record 2.5-3.3k, cryptobyte record 1.1-3.6k; own fragmented
-// 16.6-18.2k, cryptobyte fragmented 15.0-27.6k: no difference beyond the
-// spread, so one bounds-checking parser of hostile input, crypto/tls's.
+// with its test, issue 16) it showed no difference beyond the spread
+// (bench/proxy/retired.md), so one bounds-checking parser of hostile
+// input, crypto/tls's.
 //
 //	go test -run '^$' -bench ParseClientHello -benchmem ./proxy/
 func BenchmarkParseClientHello(b *testing.B) {

@@ -220,9 +220,8 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 // Every connection, and each direction of every tunnel, runs on a goroutine
 // of its own (plain go). internal/gopool's parked goroutines (two pools,
 // for connections and for relays) did not win beyond the round-to-round
-// spread on the peer bench (bench/peer/gopool-ab.md: KiB per idle tunnel
-// 14.0 pooled vs 13.8 plain, proxy CPU per new connection 237 vs 223 µs):
-// the runtime sizes new stacks from the measured average (Go 1.19+).
+// spread on the peer bench (the figures: bench/peer/gopool-ab.md): the
+// runtime sizes new stacks from the measured average (Go 1.19+).
 
 // track registers a tunnel; false when draining.
 func (p *Proxy) track(t *tunnel) bool {

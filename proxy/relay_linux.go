@@ -21,12 +21,11 @@ import (
 // The bytes pass through user space, burstSize at a time. Earlier a
 // burst that filled the buffer switched the direction to splice(2)
 // (socket → pipe → socket, no copy), which spent less of the proxy's CPU
-// per GiB (0.33 s against about 0.5 s, bench/peer) but moved a single
-// tunnel's download about a tenth slower (1,150–1,200 MB/s against
-// 1,280–1,400 in alternating runs, the peers 1,190–1,380); every burst
-// cost a queue-size ioctl and two splices. The peer benchmark's bar is
-// the single tunnel's rate; the copy's CPU per GiB stays below squid's
-// (0.56–0.61) and near smokescreen's (0.43–0.49).
+// per GiB but moved a single tunnel's download about a tenth slower, and
+// every burst cost a queue-size ioctl and two splices. The peer
+// benchmark's bar is the single tunnel's rate; the copy's CPU per GiB
+// stays below squid's and near smokescreen's (the figures:
+// bench/proxy/retired.md).
 func (t *tunnel) relay(dst, src net.Conn, n *atomic.Int64) error {
 	d, ok1 := dst.(*net.TCPConn)
 	s, ok2 := src.(*net.TCPConn)

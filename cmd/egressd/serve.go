@@ -361,8 +361,8 @@ func (d *daemon) run(ctx context.Context) error {
 		srv.health = healthServer(d.reg, d.st)
 		start("metrics", func() error { return srv.health.Serve(ls.metrics) })
 	}
-	d.log.Info("egressd serving", "version", version, "mode", o.mode, "proxy", addrOf(ls.proxy),
-		"dns", addrOf(ls.dnsTCP), "sni", addrOf(ls.sni), "http", addrOf(ls.http), "metrics", addrOf(ls.metrics))
+	d.log.Info("egressd serving", "version", version, "mode", o.mode, "proxy", listenAddr(ls.proxy),
+		"dns", listenAddr(ls.dnsTCP), "sni", listenAddr(ls.sni), "http", listenAddr(ls.http), "metrics", listenAddr(ls.metrics))
 
 	var runErr error
 	select {
@@ -441,7 +441,9 @@ func afterReload(w *watch.Watcher, f func()) {
 	}
 }
 
-func addrOf(ln net.Listener) string {
+// listenAddr is a listener's address for the start-up log line; empty for
+// a listener not opened.
+func listenAddr(ln net.Listener) string {
 	if ln == nil {
 		return ""
 	}

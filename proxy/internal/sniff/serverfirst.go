@@ -86,8 +86,8 @@ func ParseServerFirst(b []byte) (ServerHello, error) {
 }
 
 // cipherNames holds tls.CipherSuiteName of every suite crypto/tls knows,
-// built once: CipherSuiteName builds the list of all suites on every call,
-// about 880 B and 2–4% of the proxy's CPU per tunnel.
+// built once: CipherSuiteName builds the list of all suites on every call
+// (what that cost per tunnel: bench/proxy/retired.md).
 var cipherNames = func() map[uint16]string {
 	m := map[uint16]string{}
 	for _, list := range [][]*tls.CipherSuite{tls.CipherSuites(), tls.InsecureCipherSuites()} {
