@@ -80,6 +80,16 @@ func TestAuditOTLP(t *testing.T) {
 			t.Error("a header volume without headers")
 		}
 	}
+	if args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "); strings.Contains(args, "--audit-otlp-schema") {
+		t.Errorf("the default schema is passed: %s", args)
+	}
+
+	// OCSF attribute names for a SIEM.
+	objs = render(t, "llm-prod", nil, "audit.otlp.endpoint=http://otel-collector:4318/v1/logs", "audit.otlp.schema=ocsf")
+	d = fromUnstructured[appsv1.Deployment](t, find(t, objs, "Deployment", "egressd"))
+	if args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--audit-otlp-schema ocsf") {
+		t.Errorf("args lack --audit-otlp-schema ocsf: %s", args)
+	}
 }
 
 func TestAuditOTLPRejects(t *testing.T) {
@@ -90,6 +100,8 @@ func TestAuditOTLPRejects(t *testing.T) {
 	}{
 		{"headers without endpoint", []string{"audit.otlp.headers[0].name=Authorization", "audit.otlp.headers[0].secretName=s", "audit.otlp.headers[0].key=k"}, "audit.otlp.endpoint"},
 		{"spool without endpoint", []string{"audit.otlp.spool.maxBytes=2097152"}, "audit.otlp.endpoint"},
+		{"schema without endpoint", []string{"audit.otlp.schema=ocsf"}, "audit.otlp.endpoint"},
+		{"unknown schema", []string{"audit.otlp.endpoint=http://h:4318/v1/logs", "audit.otlp.schema=ecs"}, "schema"},
 		{"credentials in the URL", []string{"audit.otlp.endpoint=http://user:pw@h:4318/v1/logs"}, "endpoint"},
 		{"not a URL", []string{"audit.otlp.endpoint=h:4318"}, "endpoint"},
 		{"spool below 1 MiB", []string{"audit.otlp.endpoint=http://h:4318/v1/logs", "audit.otlp.spool.maxBytes=1000"}, "maxBytes"},
