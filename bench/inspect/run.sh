@@ -11,7 +11,8 @@
 # read /etc/hosts), with the image's GODEBUG. Then, each round, the
 # H2_PEERS run bench/inspect/h2load (HTTP/1.1 and HTTP/2 inside the
 # tunnel, same client, same h2-capable origin on :18445), a fresh process
-# per peer and round; H2_PEERS= skips it.
+# per peer and round; H2_PEERS= skips it. Each round starts one peer later
+# than the round before.
 # Usage: PEER_BENCH=DIR [ROUNDS=3] [QUICK=1] [PEERS="squid egressd goproxy"] [H2_PEERS="egressd goproxy"]
 #        [BENCH_ARGS=...] [H2_ARGS=...] [BENCH_WORK=DIR] bench/inspect/run.sh
 set -euo pipefail
@@ -203,8 +204,12 @@ STAMP=$(date -u +%Y%m%d-%H%M%S)
 RAW=$OUT/raw-$STAMP.jsonl H2RAW=$OUT/raw-h2-$STAMP.jsonl
 : >"$RAW"; : >"$H2RAW"
 T0=$(date +%s)
+read -ra peers <<<"$PEERS"
 for round in $(seq 1 "$ROUNDS"); do
-  for name in $PEERS; do
+  # Each round starts one peer later than the one before: no peer always
+  # runs first (or right after another).
+  k=$(( (round - 1) % (${#peers[@]} > 0 ? ${#peers[@]} : 1) ))
+  for name in "${peers[@]:k}" "${peers[@]:0:k}"; do
     "$LOAD" quiet -max 0.3 -timeout 20s 2>>"$LOGS/quiet.log" || true
     start_proxy "$name"
     if ! "$LOAD" wait -addr "$ADDR" -timeout 15s; then
