@@ -95,7 +95,15 @@ func run(egressd, vl string, rate int, dur time.Duration, n, rounds int) error {
 	if n == 0 {
 		return nil
 	}
-	return readBack(egressd, base, otlp, dir, n, rounds)
+	// The read-back's own engine: the keep-up rounds' records are not
+	// the file's, and report --from reads every record the engine holds.
+	stop()
+	rdir := filepath.Join(dir, "readback")
+	if base, stop, err = startEngine(vl, rdir); err != nil {
+		return err
+	}
+	defer stop()
+	return readBack(egressd, base, base+"/insert/opentelemetry/v1/logs", dir, n, rounds)
 }
 
 func startEngine(bin, dir string) (string, func(), error) {
