@@ -17,22 +17,7 @@ import (
 // at the drain deadline) is sealed like the others and followed by an exit
 // checkpoint of its own, so the file verifies with no finding.
 func TestWriteAfterCloseSigned(t *testing.T) {
-	skey, vkey, err := note.GenerateKey(rand.Reader, "after-close")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := note.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := note.NewVerifier(vkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := evidence.New(evidence.Config{Signer: signer})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev, verifier := testLog(t, "after-close")
 	f := tempFile(t, "audit.jsonl")
 	l := New(Config{Writers: []io.Writer{f}, Metrics: metrics.New(), Evidence: ev})
 	l.Write(&record.Record{Kind: record.KindConnect, Host: "a.example", Verdict: "allow", Reason: "allowed"})
@@ -59,4 +44,27 @@ func TestWriteAfterCloseSigned(t *testing.T) {
 	if r := v.Finish(); len(r.Findings) != 0 || r.Records != 2 {
 		t.Errorf("records=%d findings %+v", r.Records, r.Findings)
 	}
+}
+
+// testLog is a verifiable log signed by a new key named name, and the
+// key's verifier.
+func testLog(t *testing.T, name string) (*evidence.Log, note.Verifier) {
+	t.Helper()
+	skey, vkey, err := note.GenerateKey(rand.Reader, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, err := note.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := evidence.New(evidence.Config{Signer: signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev, verifier
 }

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"github.com/egressd/egressd/evidence"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/record"
-	"golang.org/x/mod/sumdb/note"
 )
 
 // gapRecords returns the gap records of the file at path.
@@ -77,22 +75,7 @@ func (w *switchWriter) lines() [][]byte {
 // the down sink's copy reports exactly that range missing, named by the
 // gap, and over the file's copy nothing.
 func TestGapRecordSigned(t *testing.T) {
-	skey, vkey, err := note.GenerateKey(rand.Reader, "gap-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := note.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := note.NewVerifier(vkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := evidence.New(evidence.Config{Signer: signer})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ev, verifier := testLog(t, "gap-test")
 	file := tempFile(t, "audit.jsonl")
 	down := &switchWriter{down: true}
 	m, states := metrics.New(), make(sinkStates, 8)

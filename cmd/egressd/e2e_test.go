@@ -483,21 +483,8 @@ func tcpAddr(t *testing.T, s string) *net.TCPAddr {
 // metric reads one sample from /metrics; 0 when absent.
 func (in *instance) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + in.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, name+" ") {
-			var v float64
-			fmt.Sscanf(strings.TrimPrefix(line, name+" "), "%g", &v)
-			return v
-		}
-	}
-	return 0
+	v, _ := testutil.Metric(t, in.metrics, name)
+	return v
 }
 
 func (in *instance) waitMetric(t *testing.T, name string, atLeast float64) {

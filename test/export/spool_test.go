@@ -1,7 +1,6 @@
 package export_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,12 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/internal/vlogstest"
 )
 
@@ -31,23 +30,11 @@ func spoolFlags(dir, upstream, otlp, failure string) []string {
 // metric reads one counter or gauge of egressd's metrics endpoint.
 func metric(t *testing.T, in *instance, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + in.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	v, ok := testutil.Metric(t, in.metrics, name)
+	if !ok {
+		t.Fatalf("no metric %s", name)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return v
 }
 
 // loadUntil runs the mixed load until cond holds (checked every 100 ms)

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/egressd/egressd/internal/testutil"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -256,23 +256,11 @@ func (in *instance) tryGet(url string) (int, error) {
 // gauge reads one gauge from /metrics.
 func (in *instance) gauge(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + in.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	v, ok := testutil.Metric(t, in.metrics, name)
+	if !ok {
+		t.Fatalf("%s not in /metrics", name)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("%s not in /metrics", name)
-	return 0
+	return v
 }
 
 // settles waits until go_goroutines is at most limit.
