@@ -262,7 +262,13 @@ func (in *instance) records(t *testing.T) []map[string]any {
 // waitRecord waits until a record matching f is written, and returns it.
 func (in *instance) waitRecord(t *testing.T, what string, f func(map[string]any) bool) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return in.waitRecordWithin(t, what, 10*time.Second, f)
+}
+
+// waitRecordWithin is waitRecord with its own deadline.
+func (in *instance) waitRecordWithin(t *testing.T, what string, wait time.Duration, f func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		for _, r := range in.records(t) {
 			if f(r) {
