@@ -8,7 +8,6 @@ import (
 
 	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
-	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/inspect"
 	"github.com/egressd/egressd/internal/metrics"
 	"github.com/egressd/egressd/policy"
@@ -52,13 +51,15 @@ type Credentials interface {
 // Config configures a Proxy. Policy, Identity, Resolver, Guard, Audit and
 // Metrics are required.
 type Config struct {
-	// Policy returns the snapshot in force; called once per request so that
-	// a reload applies to the next request; open connections see it when
-	// Revalidate is called.
-	// A nil snapshot denies everything.
-	Policy func() *policy.Snapshot
-	// Identity maps a connection's source IP to its pod.
-	Identity identity.Source
+	// Inputs are what every entry's admission reads (the DNS server's
+	// too): Policy, called once per request so that a reload applies to
+	// the next request (open connections see it when Revalidate is
+	// called; nil denies everything); Identity, a connection's source IP
+	// to its pod; AuditAvailable (nil: always), while false new requests
+	// are refused with 503 and reason audit-unavailable (and still
+	// recorded: the logger buffers what it can); Mode, enforce or audit
+	// (zero: enforce).
+	admit.Inputs
 	// Resolver looks up destination names (the shared cache).
 	Resolver Lookuper
 	// Guard classifies every address before it is dialled.
@@ -68,12 +69,6 @@ type Config struct {
 	// Interim registers open plain HTTP requests and tunnels for interim
 	// records; nil means none (only end records).
 	Interim Interim
-	// AuditAvailable reports whether records can be written now
-	// ((*audit.Logger).Available under --audit-failure closed). While it
-	// is false, new requests are refused with 503 and reason
-	// audit-unavailable (and still recorded: the logger buffers what it
-	// can). Nil means always available.
-	AuditAvailable func() bool
 	// AuditHTTPPath is what plain HTTP records say of the request path:
 	// HTTPPathNone (zero: no path; tokens live in paths too) or
 	// HTTPPathFull (the path without its query, for those who accept the
@@ -94,8 +89,6 @@ type Config struct {
 	// Logger logs what is not an audit record (panics, server errors).
 	// Nil means slog.Default().
 	Logger *slog.Logger
-	// Mode is enforce or audit; zero means enforce.
-	Mode policy.Mode
 	// DialTimeout bounds one TCP connect to one address; zero means 10s.
 	DialTimeout time.Duration
 	// HeaderTimeout bounds reading a request head: from the accept for a
@@ -194,8 +187,7 @@ func (cfg Config) withDefaults() Config {
 
 // admitConfig is the part of cfg the admission pipeline takes.
 func (cfg Config) admitConfig() admit.Config {
-	return admit.Config{Inputs: admit.Inputs{Policy: cfg.Policy, Identity: cfg.Identity,
-		AuditAvailable: cfg.AuditAvailable, Mode: cfg.Mode}, Resolver: cfg.Resolver, Guard: cfg.Guard}
+	return admit.Config{Inputs: cfg.Inputs, Resolver: cfg.Resolver, Guard: cfg.Guard}
 }
 
 // Validate reports every missing or invalid field.

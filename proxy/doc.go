@@ -7,8 +7,8 @@
 // writes one audit record per request or tunnel (and one per exchange of
 // an inspected tunnel).
 //
-// It imports admit (the admission pipeline), policy (decisions), identity
-// (its Source, in Config), record (the audit record's schema), audit (the
+// It imports admit (the admission pipeline and its Inputs, in Config),
+// policy (decisions), record (the audit record's schema), audit (the
 // writer, ids, redaction), inspect (the inspection engine), internal/http1
 // (the HTTP/1 server), internal/limit (MaxConnsPerClient and its summary
 // records), internal/metrics and resolver (the Answer type and its rcode

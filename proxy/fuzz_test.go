@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/identity"
 	"github.com/egressd/egressd/internal/metrics"
@@ -60,7 +61,7 @@ spec:
     ports: [80, 443, 8080]
 `)
 	p, err := New(Config{
-		Policy: func() *policy.Snapshot { return snap }, Identity: store,
+		Inputs:   admit.Inputs{Policy: func() *policy.Snapshot { return snap }, Identity: store},
 		Resolver: staticLookup{}, Guard: policy.NewGuard(policy.GuardConfig{}),
 		Audit:   audit.New(audit.Config{Writers: []io.Writer{&sink}, Metrics: m}),
 		Metrics: m, Logger: slog.New(slog.NewTextHandler(&logBuf, nil)),

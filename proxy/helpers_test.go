@@ -24,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/identity"
@@ -211,8 +212,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 		interim = al
 	}
 	cfg := Config{
-		Policy:   e.snap.Load,
-		Identity: src,
+		Inputs:   admit.Inputs{Policy: e.snap.Load, Identity: src, Mode: o.mode, AuditAvailable: o.auditAvailable},
 		Resolver: look,
 
 		MaxConnsPerClient: o.maxConns,
@@ -223,11 +223,9 @@ func newEnv(t testing.TB, o envOpt) *env {
 		MaxHeaderBytes:    o.maxHeaderBytes,
 		Metrics:           e.m,
 		Logger:            slog.New(slog.NewTextHandler(logW, nil)),
-		Mode:              o.mode,
 		IdleTimeout:       o.idle,
 
 		AuditHTTPPath:         o.httpPath,
-		AuditAvailable:        o.auditAvailable,
 		Interim:               interim,
 		ResponseHeaderTimeout: o.responseHeaderTimeout,
 	}

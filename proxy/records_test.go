@@ -203,7 +203,7 @@ func TestPathsNotRecordedByDefault(t *testing.T) {
 // pipeline are checked by admit.Config.Validate, once; the proxy's own
 // beside them.
 func TestConfigValidateShared(t *testing.T) {
-	err := (Config{Mode: "permissive"}).Validate()
+	err := (Config{Inputs: admit.Inputs{Mode: "permissive"}}).Validate()
 	if err == nil {
 		t.Fatal("Validate of an empty Config = nil")
 	}

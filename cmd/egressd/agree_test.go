@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/explain"
 	"github.com/egressd/egressd/identity"
@@ -210,13 +211,11 @@ func startAgreeRun(t *testing.T, mode policy.Mode, polFile, podsFile string, ans
 	m := metrics.New()
 	r := &agreeRun{records: make(recordSink, 16)}
 	p, err := proxy.New(proxy.Config{
-		Policy:   func() *policy.Snapshot { return snap },
-		Identity: store,
+		Inputs:   admit.Inputs{Policy: func() *policy.Snapshot { return snap }, Identity: store, Mode: mode},
 		Resolver: answers,
 		Guard:    policy.NewGuard(policy.GuardConfig{}),
 		Audit:    audit.New(audit.Config{Writers: []io.Writer{r.records}, Metrics: m}),
 		Metrics:  m,
-		Mode:     mode,
 	})
 	if err != nil {
 		t.Fatal(err)

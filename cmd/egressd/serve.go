@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/dnsserver"
 	"github.com/egressd/egressd/evidence"
@@ -257,11 +258,12 @@ func (d *daemon) buildProxy() error {
 	}
 	guard := policy.NewGuard(policy.GuardConfig{ExtraPrivate: extra, Self: d.ls.self(), SelfAddrs: localAddrs()})
 	pcfg := proxy.Config{
-		Policy: d.st.policy, Identity: d.st.pods, Resolver: d.res, Guard: guard, Audit: d.auditLog,
-		Metrics: d.m, Logger: d.log, Mode: policy.Mode(o.mode), MaxConnsPerClient: o.maxConns,
+		Inputs:   admit.Inputs{Policy: d.st.policy, Identity: d.st.pods, Mode: policy.Mode(o.mode), AuditAvailable: d.auditLog.Available},
+		Resolver: d.res, Guard: guard, Audit: d.auditLog,
+		Metrics: d.m, Logger: d.log, MaxConnsPerClient: o.maxConns,
 		ResponseHeaderTimeout: o.responseTimeout,
 		AuditHTTPPath:         proxy.HTTPPath(o.auditHTTPPath),
-		AuditAvailable:        d.auditLog.Available, Interim: d.auditLog,
+		Interim:               d.auditLog,
 	}
 	// The engine applies the proxy's per-request limits inside inspected
 	// tunnels: they come from the one proxy.Config.

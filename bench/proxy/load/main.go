@@ -38,6 +38,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/egressd/egressd/admit"
 	"github.com/egressd/egressd/audit"
 	"github.com/egressd/egressd/certs"
 	"github.com/egressd/egressd/identity"
@@ -113,8 +114,9 @@ func runProxy() error {
 	store.Replace(pods)
 	m := metrics.New()
 	p, err := proxy.New(proxy.Config{
-		Policy: func() *policy.Snapshot { return snap }, Identity: store, Resolver: lookup{},
-		Guard: policy.NewGuard(policy.GuardConfig{}),
+		Inputs:   admit.Inputs{Policy: func() *policy.Snapshot { return snap }, Identity: store},
+		Resolver: lookup{},
+		Guard:    policy.NewGuard(policy.GuardConfig{}),
 		// Records are encoded and written as in production, to a discard
 		// sink: their cost is part of the figure.
 		Audit:   audit.New(audit.Config{Writers: []io.Writer{io.Discard}, Metrics: m}),
