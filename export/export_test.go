@@ -47,43 +47,8 @@ func newLogger(t *testing.T, x *export.Exporter, stdout *testutil.SyncBuffer, fa
 func TestExportToVictoriaLogs(t *testing.T) {
 	e := vlogstest.Start(t)
 	reg := prometheus.NewRegistry()
-	x, err := export.New(export.Config{Endpoint: e.OTLP, SpoolDir: t.TempDir(), FlushInterval: 20 * time.Millisecond, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout testutil.SyncBuffer
-	l, _ := newLogger(t, x, &stdout, audit.FailClosed)
-	const n = 300
-	for i := range n {
-		l.Write(testRecord(i))
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := x.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := e.Query(ctx, "* | sort by (_time)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != n {
-		t.Fatalf("engine holds %d records, want %d", len(rows), n)
-	}
-	want := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
-	for i, row := range rows {
-		var f map[string]string
-		if err := json.Unmarshal([]byte(row), &f); err != nil {
-			t.Fatal(err)
-		}
-		if f["_msg"] != want[i] {
-			t.Fatalf("row %d body\n%s\nwant stdout's line\n%s", i, f["_msg"], want[i])
-		}
-		if i == 0 {
-			t.Logf("fields: %s", row)
-		}
+	rows := shipAndRead(t, e, export.Config{Endpoint: e.OTLP, SpoolDir: t.TempDir(), FlushInterval: 20 * time.Millisecond, Registerer: reg}, 300)
+	for i, f := range rows {
 		for k, v := range map[string]string{"client.address": "10.244.1.17", "server.address": "models.example.com", "server.port": "443",
 			"network.peer.address": "203.0.113.10", "tls.protocol.version": "1.3", "k8s.namespace.name": "llm-prod",
 			"k8s.pod.name": "llm-server-abc", "k8s.deployment.name": "llm-server", "egressd.verdict": "allow",
@@ -100,13 +65,33 @@ func TestExportToVictoriaLogs(t *testing.T) {
 // and the body is still the exact line.
 func TestExportOCSFToVictoriaLogs(t *testing.T) {
 	e := vlogstest.Start(t)
-	x, err := export.New(export.Config{Endpoint: e.OTLP, Schema: export.SchemaOCSF, FlushInterval: 20 * time.Millisecond})
+	rows := shipAndRead(t, e, export.Config{Endpoint: e.OTLP, Schema: export.SchemaOCSF, FlushInterval: 20 * time.Millisecond}, 20)
+	for i, f := range rows {
+		for k, v := range map[string]string{"class_uid": "4002", "activity_id": "1", "disposition": "Allowed", "src_endpoint.ip": "10.244.1.17",
+			"dst_endpoint.hostname": "models.example.com", "unmapped.k8s.namespace.name": "llm-prod", "k8s.namespace.name": "llm-prod",
+			"metadata.uid": fmt.Sprintf("%032x", i+1)} {
+			if f[k] != v {
+				t.Errorf("row %d: %s = %q, want %q", i, k, f[k], v)
+			}
+		}
+		if f["egressd.verdict"] != "" {
+			t.Errorf("row %d: OpenTelemetry names beside OCSF's: %v", i, f)
+		}
+	}
+}
+
+// shipAndRead writes n records through an exporter made of cfg (and to a
+// stdout buffer), closes both, and returns the engine's rows in time
+// order as their fields, after checking that there are n and that each
+// body is stdout's line.
+func shipAndRead(t *testing.T, e *vlogstest.Engine, cfg export.Config, n int) []map[string]string {
+	t.Helper()
+	x, err := export.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stdout testutil.SyncBuffer
 	l, _ := newLogger(t, x, &stdout, audit.FailClosed)
-	const n = 20
 	for i := range n {
 		l.Write(testRecord(i))
 	}
@@ -126,25 +111,19 @@ func TestExportOCSFToVictoriaLogs(t *testing.T) {
 	if len(rows) != n || len(want) != n {
 		t.Fatalf("engine holds %d records, stdout %d, want %d", len(rows), len(want), n)
 	}
+	out := make([]map[string]string, n)
 	for i, row := range rows {
-		var f map[string]string
-		if err := json.Unmarshal([]byte(row), &f); err != nil {
+		if err := json.Unmarshal([]byte(row), &out[i]); err != nil {
 			t.Fatal(err)
 		}
-		if f["_msg"] != want[i] {
-			t.Fatalf("row %d body\n%s\nwant stdout's line\n%s", i, f["_msg"], want[i])
+		if out[i]["_msg"] != want[i] {
+			t.Fatalf("row %d body\n%s\nwant stdout's line\n%s", i, out[i]["_msg"], want[i])
 		}
-		for k, v := range map[string]string{"class_uid": "4002", "activity_id": "1", "disposition": "Allowed", "src_endpoint.ip": "10.244.1.17",
-			"dst_endpoint.hostname": "models.example.com", "unmapped.k8s.namespace.name": "llm-prod", "k8s.namespace.name": "llm-prod",
-			"metadata.uid": fmt.Sprintf("%032x", i+1)} {
-			if f[k] != v {
-				t.Errorf("row %d: %s = %q, want %q", i, k, f[k], v)
-			}
-		}
-		if f["egressd.verdict"] != "" {
-			t.Errorf("row %d: OpenTelemetry names beside OCSF's: %s", i, row)
+		if i == 0 {
+			t.Logf("fields: %s", row)
 		}
 	}
+	return out
 }
 
 // TestSpoolFull: with the engine down, a spool that fills is a failing
