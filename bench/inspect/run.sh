@@ -12,9 +12,12 @@
 # H2_PEERS run bench/inspect/h2load (HTTP/1.1 and HTTP/2 inside the
 # tunnel, same client, same h2-capable origin on :18445), a fresh process
 # per peer and round; H2_PEERS= skips it. Each round starts one peer later
-# than the round before.
+# than the round before. PAIRED="A B" (two egressd peers) then runs A and B
+# at the same time, each with its own load client on the same origin,
+# ROUNDS times: the A/B for a difference smaller than what this machine
+# moves between rounds (issue 28's credential; bench/inspect/credential.md).
 # Usage: PEER_BENCH=DIR [ROUNDS=3] [QUICK=1] [PEERS="squid egressd goproxy"] [H2_PEERS="egressd goproxy"]
-#        [BENCH_ARGS=...] [H2_ARGS=...] [BENCH_WORK=DIR] bench/inspect/run.sh
+#        [PAIRED="egressd egressd-cred"] [BENCH_ARGS=...] [H2_ARGS=...] [BENCH_WORK=DIR] bench/inspect/run.sh
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 peer=${PEER_BENCH:?bench/inspect: set PEER_BENCH to the peer bench directory (its upstream/ and load/)}
@@ -26,14 +29,20 @@ BENCH_ARGS=${BENCH_ARGS:-}
 H2_ARGS=${H2_ARGS:-}
 PEERS=${PEERS-squid egressd goproxy}
 H2_PEERS=${H2_PEERS-egressd goproxy}
+PAIRED=${PAIRED:-}
 if [[ -n ${QUICK:-} ]]; then
   ROUNDS=1
   BENCH_ARGS="-thr-bytes 268435456 -thr-runs 1 -dur 2s -max 4000 -idle 500 $BENCH_ARGS"
   H2_ARGS="-thr-bytes 268435456 -thr-runs 1 -dur 2s -max 4000 $H2_ARGS"
 fi
-for p in $PEERS $H2_PEERS; do
-  case $p in squid|egressd|egressd-cred|goproxy) ;; *) echo "bench/inspect: unknown peer $p (squid, egressd, egressd-cred, goproxy)" >&2; exit 2 ;; esac
+for p in $PEERS $H2_PEERS $PAIRED; do
+  case $p in squid|egressd|egressd-b|egressd-cred|goproxy) ;; *) echo "bench/inspect: unknown peer $p (squid, egressd, egressd-b, egressd-cred, goproxy)" >&2; exit 2 ;; esac
 done
+read -ra pair <<<"$PAIRED"
+if [[ -n $PAIRED ]]; then
+  [[ ${#pair[@]} == 2 && ${pair[0]} == egressd* && ${pair[1]} == egressd* ]] ||
+    { echo "bench/inspect: PAIRED takes two egressd peers (egressd, egressd-b, egressd-cred)" >&2; exit 2; }
+fi
 [[ " $H2_PEERS " == *" squid "* ]] && { echo "bench/inspect: squid 5.7 has no HTTP/2; H2_PEERS takes egressd, goproxy" >&2; exit 2; }
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -47,7 +56,7 @@ grep -qE '^127\.0\.0\.1[[:space:]].*\bup\.bench\.test\b' /etc/hosts || echo '127
 ulimit -n "$(ulimit -Hn)"
 # Every port is fixed: a listener already there (another bench on this
 # machine) would answer in place of the proxy or origin started here.
-for port in 13128 14000 14190 15399 18443 18444 18445; do
+for port in 13128 14000 14001 14190 15399 18443 18444 18445; do
   [[ -z $(ss -Hltn "sport = :$port" 2>/dev/null) ]] ||
     { echo "bench/inspect: port $port is already in use (another bench running?)" >&2; exit 1; }
 done
@@ -95,7 +104,8 @@ stop_pid() { # TERM, wait up to 10 s, KILL; the same for its direct children
   wait "$pid" 2>/dev/null || true
 }
 CUR=""
-cleanup() { stop_pid "$CUR"; for p in "${PIDS[@]}"; do stop_pid "$p"; done; }
+PAIR_PIDS=()
+cleanup() { stop_pid "$CUR"; for p in "${PAIR_PIDS[@]}" "${PIDS[@]}"; do stop_pid "$p"; done; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -176,7 +186,7 @@ mkdir -p "$OUT/conf/credentials"
 printf 'sk-bench-0123456789abcdef0123456789ab\n' >"$OUT/conf/credentials/bench"
 "$repo/bin/egressd" check --inspect --policy "$OUT/conf/policy-cred.yaml" --credentials-dir "$OUT/conf/credentials" >/dev/null
 
-start_proxy() { # start_proxy NAME: sets CUR (PID), ADDR
+start_proxy() { # start_proxy NAME [PORT]: sets CUR (PID), ADDR; PORT (egressd only) defaults to 14000
   case $1 in
     squid)
       rm -rf "$OUT/ssl_db"
@@ -184,14 +194,14 @@ start_proxy() { # start_proxy NAME: sets CUR (PID), ADDR
       chown -R proxy:proxy "$OUT/ssl_db" 2>/dev/null || true
       /usr/sbin/squid -N -f "$OUT/conf/squid.conf" >>"$LOGS/squid.stdout" 2>&1 &
       CUR=$!; ADDR=127.0.0.1:13128 ;;
-    egressd|egressd-cred)
+    egressd|egressd-b|egressd-cred) # egressd-b: egressd again, for an A/A of the PAIRED instrument
       local extra=(--policy "$OUT/conf/policy.yaml")
       [[ $1 == egressd-cred ]] && extra=(--policy "$OUT/conf/policy-cred.yaml" --credentials-dir "$OUT/conf/credentials")
       env GODEBUG=schedtrace=2147483647 "$repo/bin/egressd" run "${extra[@]}" \
-        --pods "$repo/bench/peer/pods.yaml" --upstream-dns 127.0.0.1:15399 --proxy-addr 127.0.0.1:14000 \
+        --pods "$repo/bench/peer/pods.yaml" --upstream-dns 127.0.0.1:15399 --proxy-addr "127.0.0.1:${2:-14000}" \
         --dns-addr '' --metrics-addr '' --max-conns-per-client 20000 \
         --inspect-ca-cert "$CA" --inspect-ca-key "$KEY" --upstream-ca "$ORIGIN_CA" >>"$LOGS/egressd.stdout" 2>&1 &
-      CUR=$!; ADDR=127.0.0.1:14000 ;;
+      CUR=$!; ADDR=127.0.0.1:${2:-14000} ;;
     goproxy)
       # The same allow rule: the host and ports above, 127.0.0.0/8.
       "$W/bin/goproxy-inspect" -addr 127.0.0.1:14190 -ca-cert "$CA" -ca-key "$KEY" -upstream-ca "$ORIGIN_CA" \
@@ -249,6 +259,39 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
+# ------------------------------------------------------------ PAIRED: two egressd peers at once
+# Both proxies run side by side, each with its own load client (the
+# BENCH_ARGS tests, keep-alive for issue 28), on the same origin: whatever
+# the machine does during a round (the ±10-25% it moves between rounds),
+# it does to both. Odd rounds start A first on :14000, even rounds B.
+PRAW=$OUT/raw-paired-$STAMP.jsonl
+if [[ -n $PAIRED ]]; then
+  : >"$PRAW"
+  for round in $(seq 1 "$ROUNDS"); do
+    order=("${pair[0]}" "${pair[1]}")
+    (( round % 2 == 0 )) && order=("${pair[1]}" "${pair[0]}")
+    "$LOAD" quiet -max 0.3 -timeout 20s 2>>"$LOGS/quiet.log" || true
+    addrs=() PAIR_PIDS=()
+    for i in 0 1; do
+      start_proxy "${order[i]}" $((14000 + i))
+      PAIR_PIDS+=("$CUR"); addrs+=("$ADDR"); CUR=""
+    done
+    for i in 0 1; do "$LOAD" wait -addr "${addrs[i]}" -timeout 15s; done
+    log "round $round/$ROUNDS: ${order[0]} and ${order[1]} at once (pids ${PAIR_PIDS[*]})"
+    loads=()
+    for i in 0 1; do
+      # shellcheck disable=SC2086
+      timeout -k 5 "$BENCH_TIMEOUT" "$LOAD" bench -name "${order[i]}" -round "$round" -proxy "http://${addrs[i]}" \
+        -pid "${PAIR_PIDS[i]}" -upstream-pid "$UP" -ca "$CA" -tests check,ka -out "$PRAW" $BENCH_ARGS 2>>"$LOGS/load.log" &
+      loads+=("$!")
+    done
+    wait "${loads[@]}" || log "paired round $round: a load bench failed (see $LOGS/load.log)"
+    for p in "${PAIR_PIDS[@]}"; do stop_pid "$p"; done
+    PAIR_PIDS=()
+    sleep 1
+  done
+fi
+
 header="Date: $(date -u '+%Y-%m-%d %H:%M UTC') · nproc: $(nproc) · $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) · $(go version | cut -d' ' -f3) · rounds: $ROUNDS · wall: $(( $(date +%s) - T0 )) s
 Versions: squid: $(/usr/sbin/squid -v | head -1) (ssl-bump bump); egressd: $(git -C "$repo" rev-parse --short HEAD)$(git -C "$repo" diff --quiet HEAD -- . ':!bench/inspect' || echo '+dirty') (inspect: true); goproxy: $(grep -m1 -o 'elazarl/goproxy v[^ ]*' "$repo/bench/inspect/goproxy/go.mod" | cut -d' ' -f2) (ConnectMitm); peers: ${PEERS:-none}
 Inspected tunnels: the client trusts only the minting CA; every proxy verifies the origin against its CA. Client, proxies and origin share the same $(nproc) cores on 127.0.0.1. Raw data: $(basename "$RAW").
@@ -256,6 +299,19 @@ Inspected tunnels: the client trusts only the minting CA; every proxy verifies t
 echo
 printf '%s\n' "$header"
 [[ -s $RAW ]] && "$LOAD" report -in "$RAW" -md "$OUT/results.md" -header "$header"
+if [[ -s $PRAW ]]; then
+  echo
+  echo "PAIRED: ${pair[0]} and ${pair[1]} at the same time (raw data: $(basename "$PRAW")); proxy CPU per keep-alive request, µs:"
+  # One line per round: each peer's CPU per request and B/A.
+  sed -nE 's/.*"name":"([^"]*)","proxy":"[^"]*","round":([0-9]+),.*"keep_alive":\{"requests":([0-9]+),.*"proxy_cpu_s":([0-9.]+).*/\2 \1 \3 \4/p' "$PRAW" |
+    awk -v a="${pair[0]}" -v b="${pair[1]}" '
+      { cpu[$1, $2] = $4 * 1e6 / $3; if ($1 > n) n = $1 }
+      END { for (r = 1; r <= n; r++) if ((r, a) in cpu && (r, b) in cpu)
+              printf "round %d: %s %.2f  %s %.2f  %s/%s %.3f\n", r, a, cpu[r, a], b, cpu[r, b], b, a, cpu[r, b] / cpu[r, a] }' |
+    tee "$OUT/paired.txt"
+  awk '{ print $NF }' "$OUT/paired.txt" | sort -n |
+    awk -v what="${pair[1]}/${pair[0]}" '{ v[NR] = $1 } END { if (NR) printf "median %s of %d rounds: %.3f\n", what, NR, NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+fi
 if [[ -s $H2RAW ]]; then
   echo
   echo "HTTP/1.1 and HTTP/2 inside the inspected tunnel (bench/inspect/h2load, origin :18445; raw data: $(basename "$H2RAW")):"
