@@ -11,7 +11,11 @@ build: ## the egressd binary in bin/
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/egressd ./cmd/egressd
 
 deps: ## test tools: curl, dig, dnsperf, helm, etcd, kube-apiserver, kube-proxy, kube-controller-manager, buildah, podman, runc, skopeo (idempotent, cached in .tools/)
-	@for s in scripts/deps/*.sh; do echo "== $$s"; bash "$$s"; done
+	@# Each script is idempotent; one that fails (a download cut short) runs
+	@# once more, and a second failure stops here rather than in a test.
+	@for s in scripts/deps/*.sh; do echo "== $$s"; \
+		bash "$$s" || { echo "== $$s failed: once more in 10 s"; sleep 10; bash "$$s"; } || \
+		{ echo "make deps: $$s failed twice" >&2; exit 1; }; done
 
 # Benchmark peers with dependencies of their own, each in its own module so
 # that egressd's module and binary do not gain them.
