@@ -14,13 +14,17 @@ import (
 // WriteKeyPair generates an Ed25519 signed-note key pair named name and
 // writes dir/name.key (the signer key, mode 0600) and dir/name.pub (the
 // verifier key), in the text format of golang.org/x/mod/sumdb/note
-// ("PRIVATE+KEY+name+hash+base64", "name+hash+base64"). It refuses to
-// overwrite either file. It returns the two paths.
+// ("PRIVATE+KEY+name+hash+base64", "name+hash+base64"). It creates dir
+// (mode 0700: it holds a signer key) when it does not exist, and refuses
+// to overwrite either file. It returns the two paths.
 func WriteKeyPair(dir, name string) (keyPath, pubPath string, err error) {
 	skey, vkey, err := note.GenerateKey(rand.Reader, name)
 	if err != nil {
 		// note refuses names with spaces, '+' or non-printing characters.
 		return "", "", fmt.Errorf("%w: name %q: a key name is printable, without spaces or '+': %w", ErrKey, name, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("evidence: write key: %w", err)
 	}
 	keyPath = filepath.Join(dir, name+".key")
 	pubPath = filepath.Join(dir, name+".pub")
