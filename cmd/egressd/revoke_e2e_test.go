@@ -23,8 +23,14 @@ import (
 	"github.com/egressd/egressd/certs"
 )
 
-// streamOrigin serves models.test over TLS on 127.0.0.1: /stream sends
-// bytes until the client goes away. It returns its port and CA file.
+// streamOrigin serves models.test over TLS on 127.0.0.1: /stream sends 16
+// KiB every 20 ms (about 800 KiB/s) until the client goes away. It returns
+// its port and CA file. The origin sets the pace, not the client: a client
+// that reads everything as it arrives holds no backlog in its socket
+// buffer, so a tunnel reset ends it at once. (With curl --limit-rate and
+// an origin writing as fast as it can, curl's receive buffer grew to
+// megabytes over a long hold, and curl read them for 15 s after the reset
+// before it saw it.)
 func streamOrigin(t *testing.T) (string, string) {
 	t.Helper()
 	ca, err := certs.NewCA("revoke e2e CA")
@@ -45,10 +51,15 @@ func streamOrigin(t *testing.T) (string, string) {
 	}
 	chunk := bytes.Repeat([]byte("s"), 16<<10)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
 		for r.Context().Err() == nil {
 			if _, err := w.Write(chunk); err != nil {
 				return
 			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})}
 	go func() { _ = srv.Serve(ln) }()
@@ -89,12 +100,12 @@ type holder struct {
 	err  error         // curl's exit, once done
 }
 
-// holdDownload starts curl on the endless stream at a limited rate and
-// returns once bytes flow through the tunnel.
+// holdDownload starts curl on the endless stream (paced by the origin)
+// and returns once bytes flow through the tunnel.
 func holdDownload(t *testing.T, in *instance, caFile, port string) *holder {
 	t.Helper()
 	h := &holder{done: make(chan struct{})}
-	h.cmd = exec.Command("curl", "-sS", "--max-time", "30", "--limit-rate", "200k", "--interface", "127.0.0.2",
+	h.cmd = exec.Command("curl", "-sS", "--max-time", "30", "--interface", "127.0.0.2",
 		"--cacert", caFile, "--proxy", "http://"+in.proxy, "https://models.test:"+port+"/stream")
 	h.cmd.Env = append(os.Environ(), "NO_PROXY=", "no_proxy=")
 	h.cmd.Stderr = &h.errb
