@@ -20,6 +20,7 @@ PROFILE=${PROFILE:-}       # when set, egressd's CPU profile of the whole run go
 TTL0=${TTL0:-1}            # also measure an upstream answering with TTL 0 (every query a miss)
 SIGNED=${SIGNED:-0}        # also run egressd with a signing key (issue 26's A/B: every record a leaf)
 EXTRA_EGRESSD=${EXTRA_EGRESSD:-} # "NAME BIN [ARGS]": another build of bench/dns/egressd beside this one (a before/after A/B)
+PAIRED=${PAIRED:-0}        # with SIGNED=1: also ROUNDS rounds of egressd and egressd-signed at once, a dnsperf each
 
 work=$(mktemp -d)
 pids=()
@@ -103,17 +104,17 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime+stime, USER_H
 # server that needs less than the rest of the machine runs into dnsperf's
 # own rate, so qps compares servers only up to that ceiling, and CPU per
 # query is the steadier figure.
-qps_of() {
-	local pid=${pid_of[$1]} c0 c1 t
+qps_of() { # qps_of PORT [TAG]: TAG names dnsperf's output file (two at once)
+	local pid=${pid_of[$1]} c0 c1 t out=$work/dnsperf${2:-}.out
 	c0=$(cpu_ticks "$pid")
 	t=$( { TIMEFORMAT='%3U %3S'; time dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$DURATION" \
-		-c "$CLIENTS" -q "$OUTSTANDING" >"$work/dnsperf.out" 2>&1; } 2>&1)
+		-c "$CLIENTS" -q "$OUTSTANDING" >"$out" 2>&1; } 2>&1)
 	c1=$(cpu_ticks "$pid")
 	awk -v c="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" -v d="$DURATION" -v t="$t" '
 		/Queries lost/ { lost = $3 } /Queries per second/ { qps = $4 }
 		END { split(t, u, " "); n = qps * d
 		      cpu = n > 0 ? c / hz * 1e6 / n : 0; own = n > 0 ? (u[1] + u[2]) * 1e6 / n : 0
-		      if (lost + 0 > 0) printf "%s(lost %s) %.2f %.2f\n", qps, lost, cpu, own; else printf "%s %.2f %.2f\n", qps, cpu, own }' "$work/dnsperf.out"
+		      if (lost + 0 > 0) printf "%s(lost %s) %.2f %.2f\n", qps, lost, cpu, own; else printf "%s %.2f %.2f\n", qps, cpu, own }' "$out"
 }
 
 # Warm: every name once through each server.
@@ -148,6 +149,28 @@ for r in $(seq "$ROUNDS"); do
 	minratio=$(awk -v m="$minratio" -v r="$ratio" 'BEGIN { if (m == "" || r < m) print r; else print m }')
 done
 echo "lowest egressd/dnsmasq of $ROUNDS rounds: $minratio"
+
+if [[ "$PAIRED" == 1 && "$SIGNED" == 1 ]]; then
+	# Both servers at the same time, each with its own dnsperf: whatever the
+	# machine does during a round (this VM moves ±10-25% between rounds),
+	# it does to both, so the ratio within a round is the steadier figure.
+	echo
+	echo "paired: egressd and egressd-signed at once, a dnsperf each (${DURATION}s per round):"
+	ratios=()
+	for r in $(seq "$ROUNDS"); do
+		qps_of 5391 a >"$work/paired-a" &
+		pa=$!
+		qps_of 5397 b >"$work/paired-b" &
+		pb=$!
+		wait "$pa" "$pb"
+		read -r qa ca _ <"$work/paired-a"
+		read -r qb cb _ <"$work/paired-b"
+		ratio=$(awk -v a="${qa%%(*}" -v b="${qb%%(*}" 'BEGIN { printf "%.3f", b / a }')
+		ratios+=("$ratio")
+		echo "round $r: egressd $qa ($ca µs CPU/query) egressd-signed $qb ($cb µs CPU/query)  egressd-signed/egressd $ratio"
+	done
+	printf '%s\n' "${ratios[@]}" | sort -n | awk '{ v[NR] = $1 } END { printf "median egressd-signed/egressd of %d paired rounds: %.3f\n", NR, NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+fi
 
 echo
 echo "latency, one query at a time, egressd and dnsmasq alternately (warm):"
