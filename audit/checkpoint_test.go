@@ -2,15 +2,16 @@ package audit
 
 import (
 	"bytes"
-	"crypto/rand"
 	"io"
 	"os"
 	"testing"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/egressd/egressd/evidence"
 	"github.com/egressd/egressd/internal/metrics"
+	"github.com/egressd/egressd/internal/testutil"
 	"github.com/egressd/egressd/record"
-	"golang.org/x/mod/sumdb/note"
 )
 
 // TestWriteAfterCloseSigned: a record written after Close (a tunnel cut
@@ -50,18 +51,7 @@ func TestWriteAfterCloseSigned(t *testing.T) {
 // key's verifier.
 func testLog(t *testing.T, name string) (*evidence.Log, note.Verifier) {
 	t.Helper()
-	skey, vkey, err := note.GenerateKey(rand.Reader, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := note.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := note.NewVerifier(vkey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, verifier := testutil.NoteKeys(t, name)
 	ev, err := evidence.New(evidence.Config{Signer: signer})
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,15 @@ package evidence
 
 import (
 	"testing"
+
+	"github.com/egressd/egressd/internal/testutil"
 )
 
 // BenchmarkSeal is what --audit-signing-key adds to every record under the
 // audit Logger's lock: the members log, seq and prev, the RFC 6962 leaf
 // hash of the line and the compact range's append (bench/evidence.md).
 func BenchmarkSeal(b *testing.B) {
-	s, _ := testKeys(b, "bench")
+	s, _ := testutil.NoteKeys(b, "bench")
 	l, err := New(Config{Signer: s})
 	if err != nil {
 		b.Fatal(err)
@@ -24,7 +26,7 @@ func BenchmarkSeal(b *testing.B) {
 
 // BenchmarkVerifyLine is the verifier's cost per record line.
 func BenchmarkVerifyLine(b *testing.B) {
-	s, v := testKeys(b, "bench")
+	s, v := testutil.NoteKeys(b, "bench")
 	_, lines := writeLog(b, s, 100000, 10000, true)
 	vf := NewVerifier(v)
 	b.ReportAllocs()

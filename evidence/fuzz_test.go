@@ -3,6 +3,8 @@ package evidence
 import (
 	"bytes"
 	"testing"
+
+	"github.com/egressd/egressd/internal/testutil"
 )
 
 // FuzzParseBody: the checkpoint parser never panics, and what it accepts
@@ -26,7 +28,7 @@ func FuzzParseBody(f *testing.F) {
 // checkpoint record, anything) without panicking, and a finding is always
 // a well-formed line.
 func FuzzVerifierLine(f *testing.F) {
-	s, v := testKeys(f, "fuzz")
+	s, v := testutil.NoteKeys(f, "fuzz")
 	_, lines := writeLog(f, s, 5, 2, true)
 	f.Add(bytes.Join(lines, []byte("\n")))
 	f.Add([]byte(`{"kind":"checkpoint","log":"x","size":3,"checkpoint":"egressd/a/x\n3\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n— fuzz AAAA\n"}`))
@@ -48,7 +50,7 @@ func FuzzVerifierLine(f *testing.F) {
 // TestProof: a proof of every record verifies; one of an altered record
 // does not.
 func TestProof(t *testing.T) {
-	s, v := testKeys(t, "test")
+	s, v := testutil.NoteKeys(t, "test")
 	for _, n := range []int{1, 2, 5, 64, 100} {
 		l, lines := writeLog(t, s, n, 0, true)
 		msg := l.Latest()

@@ -3,6 +3,8 @@ package evidence
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/egressd/egressd/internal/testutil"
 )
 
 // TestVerifyBlocksOutOfOrder: an untouched log read as blocks of any
@@ -12,7 +14,7 @@ import (
 // its own tail, overwritten later: a false `altered` on the last record
 // against the exit checkpoint, about one export run in five (issue 27).
 func TestVerifyBlocksOutOfOrder(t *testing.T) {
-	s, v := testKeys(t, "order")
+	s, v := testutil.NoteKeys(t, "order")
 	_, lines := writeLog(t, s, 3000, 500, true)
 	for seed := range 50 {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))

@@ -2,7 +2,6 @@ package evidence
 
 import (
 	"bytes"
-	"crypto/rand"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,25 +9,9 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
-)
 
-// testKeys returns a signer and its verifier.
-func testKeys(t testing.TB, name string) (note.Signer, note.Verifier) {
-	t.Helper()
-	skey, vkey, err := note.GenerateKey(rand.Reader, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := note.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := note.NewVerifier(vkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, v
-}
+	"github.com/egressd/egressd/internal/testutil"
+)
 
 // writeLog seals n records with a checkpoint every every records and, when
 // exit, an exit checkpoint; it returns the lines.
@@ -102,7 +85,7 @@ func clone(lines [][]byte) [][]byte {
 func del(lines [][]byte, i int) [][]byte { return append(clone(lines[:i]), clone(lines[i+1:])...) }
 
 func TestVerifyUntouched(t *testing.T) {
-	s, v := testKeys(t, "test")
+	s, v := testutil.NoteKeys(t, "test")
 	for _, n := range []int{0, 1, 2, 3, 7, 100, 1000, 3 * TailKeep} {
 		_, lines := writeLog(t, s, n, 10, true)
 		r := verifyLines(v, lines)
@@ -116,8 +99,8 @@ func TestVerifyUntouched(t *testing.T) {
 }
 
 func TestVerifyTamper(t *testing.T) {
-	s, v := testKeys(t, "test")
-	other, _ := testKeys(t, "test")
+	s, v := testutil.NoteKeys(t, "test")
+	other, _ := testutil.NoteKeys(t, "test")
 	_, lines := writeLog(t, s, 100, 10, true)
 	logA, linesA := writeLog(t, s, 30, 10, true)
 	logB, linesB := writeLog(t, s, 30, 10, true)
@@ -232,7 +215,7 @@ func sortedLines(ss ...string) string {
 }
 
 func TestVerifyTwoLogsInterleaved(t *testing.T) {
-	s, v := testKeys(t, "test")
+	s, v := testutil.NoteKeys(t, "test")
 	_, a := writeLog(t, s, 500, 50, true)
 	_, b := writeLog(t, s, 500, 50, true)
 	var mixed [][]byte
@@ -251,7 +234,7 @@ func TestVerifyTwoLogsInterleaved(t *testing.T) {
 }
 
 func TestVerifyRotatedFilesOutOfOrder(t *testing.T) {
-	s, v := testKeys(t, "test")
+	s, v := testutil.NoteKeys(t, "test")
 	_, lines := writeLog(t, s, 2000, 100, true)
 	half := recordIndex(t, lines, 1000)
 	in := append(clone(lines[half:]), clone(lines[:half])...)
@@ -267,7 +250,7 @@ func TestVerifyRotatedFilesOutOfOrder(t *testing.T) {
 // later exit checkpoint read first (an engine's order). Without that
 // checkpoint the record is one after the exit checkpoint: altered.
 func TestVerifyRecordAfterExit(t *testing.T) {
-	s, v := testKeys(t, "test")
+	s, v := testutil.NoteKeys(t, "test")
 	l, lines := writeLog(t, s, 20, 10, true)
 	late := l.Seal([]byte(`{"time":"2026-01-02T15:04:06Z","id":"late","kind":"connect","client":{"ip":"127.0.0.5"},"host":"late.example","verdict":"allow","reason":"rule","outcome":"drained"}`))
 	exit2, err := l.Checkpoint(TriggerExit)
@@ -291,7 +274,7 @@ func TestVerifyRecordAfterExit(t *testing.T) {
 }
 
 func TestVerifyUnsignedRecord(t *testing.T) {
-	_, v := testKeys(t, "test")
+	_, v := testutil.NoteKeys(t, "test")
 	r := verifyLines(v, [][]byte{[]byte(`{"time":"2026-01-02T15:04:05Z","id":"x1","kind":"dns","verdict":"allow"}`), []byte(`{"level":"INFO","msg":"started"}`)})
 	if len(r.Findings) != 1 || r.Findings[0].Kind != FindAltered || r.Skipped != 1 {
 		t.Errorf("findings:\n%s skipped=%d", findings(r), r.Skipped)
@@ -299,7 +282,7 @@ func TestVerifyUnsignedRecord(t *testing.T) {
 }
 
 func TestLogIDUnique(t *testing.T) {
-	s, _ := testKeys(t, "test")
+	s, _ := testutil.NoteKeys(t, "test")
 	seen := map[string]bool{}
 	for range 100 {
 		l, err := New(Config{Signer: s, Now: func() time.Time { return time.Unix(1, 0) }})

@@ -1,8 +1,9 @@
 // Package testutil holds the small pieces that tests and benchmark programs
 // of several packages share: a buffer safe for a logger and a reader at
-// once, a snapshot compiled from inline YAML, a running pod, a closed port
-// and a CA certificate with its key in PEM (NewPEMCA). It is for
-// tests and bench/ only; no serving code imports it.
+// once, a snapshot compiled from inline YAML, a running pod, a closed port,
+// a CA certificate with its key in PEM (NewPEMCA) and a signed-note key
+// pair (NoteKeys). It is for tests and bench/ only; no serving code
+// imports it.
 package testutil
 
 import (
